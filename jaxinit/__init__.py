@@ -1,0 +1,1 @@
+"""jaxinit: initialization scale, memory and bias in deep networks."""

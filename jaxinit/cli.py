@@ -1,0 +1,119 @@
+"""The command line every `python -m experiments.<name>` shares.
+
+Flags: `--preset NAME`, `--out DIR`, `--resume`, `--help`, and dotted overrides `--a.b=value`.
+User errors (`ConfigError`, unknown flags, unwritable output) become one line on stderr and exit 2.
+"""
+from __future__ import annotations
+
+import json
+import os
+import sys
+import tempfile
+from pathlib import Path
+from typing import Any, Callable, Mapping
+
+from jaxinit.config import ConfigError, apply_overrides, from_dict, to_dict
+
+
+def _usage(prog: str, doc: str, presets: Mapping[str, Any], default: str) -> str:
+    names = ", ".join(f"{n}{' (default)' if n == default else ''}" for n in presets)
+    return (f"usage: python -m {prog} [--preset NAME] [--out DIR] [--resume] [--a.b=value ...]\n\n"
+            f"{doc.strip()}\n\npresets: {names}\n"
+            f"overrides: any field of the preset's config, e.g. --train.epochs=3; see config.json of a run.\n")
+
+
+def parse_args(argv: list[str]) -> tuple[dict[str, Any], list[str]]:
+    """Split argv into the fixed flags and the dotted overrides."""
+    flags: dict[str, Any] = {"preset": None, "out": None, "resume": False, "help": False, "quick": False}
+    overrides: list[str] = []
+    it = iter(argv)
+    for arg in it:
+        if arg in ("-h", "--help"):
+            flags["help"] = True
+        elif arg == "--resume":
+            flags["resume"] = True
+        elif arg == "--quick":
+            flags["quick"] = True
+        elif arg in ("--preset", "--out"):
+            value = next(it, None)
+            if value is None or value.startswith("--"):
+                raise ConfigError(f"{arg} needs a value")
+            flags[arg[2:]] = value
+        elif arg.startswith("--preset=") or arg.startswith("--out="):
+            key, value = arg[2:].split("=", 1)
+            flags[key] = value
+        elif arg.startswith("--") and "." in arg.split("=", 1)[0] and "=" in arg:
+            overrides.append(arg)
+        else:
+            raise ConfigError(f"unknown argument {arg!r} (overrides take the form --section.key=value)")
+    return flags, overrides
+
+
+def check_writable(out: Path) -> None:
+    """Create `out` if needed and prove we can write there, before any work is done."""
+    try:
+        out.mkdir(parents=True, exist_ok=True)
+        with tempfile.NamedTemporaryFile(dir=out, prefix=".probe"):
+            pass
+    except OSError as e:
+        raise ConfigError(f"--out {out}: cannot write there ({e.strerror or e})") from None
+
+
+def write_json_atomic(path: Path, data: Any) -> None:
+    """Write JSON via a temporary file + rename so a killed run never leaves half a file."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_suffix(path.suffix + ".tmp")
+    with open(tmp, "w") as f:
+        json.dump(data, f, indent=2, sort_keys=True)
+        f.write("\n")
+    os.replace(tmp, path)
+
+
+def resolve_config(config_cls: type, presets: Mapping[str, Any], default: str, flags: dict, overrides: list[str],
+                   out: Path) -> Any:
+    """Preset + overrides, or on --resume the saved config.json (+ overrides must agree)."""
+    if flags["resume"]:
+        saved = out / "config.json"
+        if not saved.exists():
+            raise ConfigError(f"--resume: no run to resume in {out} (no config.json)")
+        try:
+            cfg = from_dict(config_cls, json.loads(saved.read_text()))
+        except (json.JSONDecodeError, TypeError) as e:
+            raise ConfigError(f"--resume: {saved} is not a valid config ({e})") from None
+        if overrides and apply_overrides(cfg, overrides) != cfg:
+            raise ConfigError("--resume: overrides would change the saved run's config")
+        return cfg
+    name = flags["preset"] or default
+    if name not in presets:
+        raise ConfigError(f"--preset: unknown preset {name!r} (choose from {', '.join(presets)})")
+    return apply_overrides(presets[name], overrides)
+
+
+def run_experiment(prog: str, doc: str, config_cls: type, presets: Mapping[str, Any], default: str,
+                   main: Callable[[Any, Path, bool], Any], default_out: str,
+                   validate: Callable[[Any], None] | None = None, argv: list[str] | None = None) -> int:
+    """Parse, validate, run `main(cfg, out_dir, resume)`; print where results went. Returns exit status."""
+    argv = sys.argv[1:] if argv is None else argv
+    try:
+        flags, overrides = parse_args(argv)
+        if flags["help"]:
+            print(_usage(prog, doc, presets, default))
+            return 0
+        out = Path(flags["out"] or default_out)
+        if flags["resume"] and not out.is_dir():
+            raise ConfigError(f"--resume: no run to resume in {out}")
+        cfg = resolve_config(config_cls, presets, default, flags, overrides, out)
+        if validate is not None:
+            validate(cfg)
+        check_writable(out)
+        if not flags["resume"]:
+            write_json_atomic(out / "config.json", to_dict(cfg))
+        main(cfg, out, flags["resume"])
+    except ConfigError as e:
+        print(f"error: {e}", file=sys.stderr)
+        return 2
+    except KeyboardInterrupt:
+        print("interrupted", file=sys.stderr)
+        return 130
+    print(f"wrote {out}")
+    return 0

@@ -1,0 +1,38 @@
+"""Per-member metrics: losses, accuracy, parameter norms, class fractions and IGB statistics.
+
+All functions are single-member and pure (vmap them over members).
+"""
+from __future__ import annotations
+
+import jax
+import jax.numpy as jnp
+import optax
+
+
+def cross_entropy(logits_BC: jax.Array, labels_B: jax.Array) -> jax.Array:
+    """Mean softmax cross-entropy over the batch."""
+    return optax.softmax_cross_entropy_with_integer_labels(logits_BC, labels_B).mean()
+
+
+def accuracy(logits_BC: jax.Array, labels_B: jax.Array) -> jax.Array:
+    """Fraction in [0, 1] of argmax predictions equal to the label."""
+    return (jnp.argmax(logits_BC, axis=-1) == labels_B).mean()
+
+
+def param_norm(params) -> jax.Array:
+    """Frobenius norm of all parameters together."""
+    return optax.global_norm(params)
+
+
+def layer_norms(params) -> dict[str, jax.Array]:
+    """Frobenius norm per leaf, keyed by its '/'-joined path (e.g. 'dense_0/kernel')."""
+    flat = jax.tree_util.tree_flatten_with_path(params)[0]
+    return {"/".join(_key_name(k) for k in path): jnp.sqrt(jnp.sum(jnp.square(leaf)))
+            for path, leaf in flat}
+
+
+def _key_name(k) -> str:
+    for attr in ("key", "name", "idx"):
+        if hasattr(k, attr):
+            return str(getattr(k, attr))
+    return str(k)
