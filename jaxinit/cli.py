@@ -69,6 +69,17 @@ def write_json_atomic(path: Path, data: Any) -> None:
     os.replace(tmp, path)
 
 
+def _read_or_none(path: Path) -> str | None:
+    return path.read_text() if path.exists() else None
+
+
+def _restore(path: Path, text: str | None) -> None:
+    if text is None:
+        path.unlink(missing_ok=True)
+    else:
+        path.write_text(text)
+
+
 def resolve_config(config_cls: type, presets: Mapping[str, Any], default: str, flags: dict, overrides: list[str],
                    out: Path) -> Any:
     """Preset + overrides, or on --resume the saved config.json (+ overrides must agree)."""
@@ -106,9 +117,16 @@ def run_experiment(prog: str, doc: str, config_cls: type, presets: Mapping[str, 
         if validate is not None:
             validate(cfg)
         check_writable(out)
+        previous = None
         if not flags["resume"]:
+            previous = _read_or_none(out / "config.json")
             write_json_atomic(out / "config.json", to_dict(cfg))
-        main(cfg, out, flags["resume"])
+        try:
+            main(cfg, out, flags["resume"])
+        except ConfigError:
+            if not flags["resume"]:  # a run refused at set-up leaves the directory as it found it
+                _restore(out / "config.json", previous)
+            raise
     except ConfigError as e:
         print(f"error: {e}", file=sys.stderr)
         return 2

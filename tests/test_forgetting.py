@@ -1,0 +1,149 @@
+"""`python -m experiments.forgetting` end to end: outputs, bad input, exact resume after SIGKILL."""
+import json
+import os
+import pickle
+import re
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from experiments import forgetting
+
+ROOT = Path(__file__).resolve().parents[1]
+FAST = ["--preset", "smoke"]
+
+
+def _run(argv):
+    return forgetting.run(argv)
+
+
+def test_smoke_writes_every_output_with_the_schema(tmp_path):
+    out = tmp_path / "run"
+    assert _run(FAST + ["--out", str(out)]) == 0
+    for name in ("config.json", "metrics.jsonl", "summary.json", "run.json"):
+        assert (out / name).stat().st_size > 0
+    assert list((out / "figures").glob("*.png"))
+    rows = [json.loads(line) for line in (out / "metrics.jsonl").read_text().splitlines()]
+    assert len(rows) == 4 * 3                     # 4 members x (init + 2 epochs)
+    assert {r["epoch"] for r in rows} == {0, 1, 2}
+    summary = json.loads((out / "summary.json").read_text())
+    assert [m["optimizer"] for m in summary["members"]] == ["sgd", "sgd", "adam", "adam"]
+    keys = {"optimizer", "sigma_w", "seed", "best_epoch", "test_acc_at_best", "train_acc_at_best", "tau_interp",
+            "repair_gap", "param_norm_init", "param_norm_final", "clocks", "diverged"}
+    for m in summary["members"]:
+        assert keys <= set(m) and set(m["clocks"]) >= {"T_SGD", "T_L2", "T_adapt"}
+        assert 0.0 <= m["test_acc_at_best"] <= 1.0
+    # clocks of the schedule actually used: sgd constant lr 0.05, b = 64, 600 / 64 -> 9 steps x 2 epochs
+    assert summary["members"][0]["clocks"]["T_adapt"] == pytest.approx(0.05 * 18, rel=1e-6)
+    assert summary["members"][0]["clocks"]["T_SGD"] == pytest.approx(0.05 ** 2 * 18 / 64, rel=1e-6)
+    assert set(summary["spread"]) == {"sgd", "adam"}
+    run = json.loads((out / "run.json").read_text())
+    assert "total_s" in run and "total_s" not in json.dumps(summary)
+    # equal runs give equal files
+    out2 = tmp_path / "again"
+    assert _run(FAST + ["--out", str(out2)]) == 0
+    assert (out2 / "summary.json").read_text() == (out / "summary.json").read_text()
+
+
+def _one_error_line(capsys):
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and err[0].startswith("error:"), err
+    return err[0]
+
+
+@pytest.mark.parametrize("args, fragment", [
+    (["--preset", "nope"], "unknown preset"),
+    (["--data.name=imagenet"], "imagenet"),
+    (["--model.name=transformer9000"], "transformer9000"),
+    (["--sweep.optimizers=sgd,lion"], "lion"),
+    (["--train.colour=red"], "unknown config key"),
+    (["--sweep.sigma_w=0,1"], "sigma_w"),
+    (["--sweep.sigma_w=abc"], "sigma_w"),
+    (["--train.batch_size=0"], "batch_size"),
+    (["--train.batch_size=100000"], "larger than the training split"),
+    (["--train.epochs=-2"], "epochs"),
+    (["--sweep.seeds=-1"], "seeds"),
+    (["--opt.weight_decay=-0.1"], "weight_decay"),
+    (["--opt.lr=nan"], "NaN"),
+    (["--data.dir=/no/such/dir"], "/no/such/dir"),
+])
+def test_bad_input_one_line_exit_2_nothing_written(tmp_path, capsys, args, fragment):
+    out = tmp_path / "o"
+    assert _run(FAST + ["--out", str(out)] + args) == 2
+    assert re.search(fragment, _one_error_line(capsys))
+    assert not (out / "config.json").exists() and not (out / "summary.json").exists()
+
+
+def test_resume_with_nothing_to_resume(tmp_path, capsys):
+    assert _run(FAST + ["--out", str(tmp_path / "empty"), "--resume"]) == 2
+    assert "resume" in _one_error_line(capsys)
+
+
+def test_unwritable_out_dir(tmp_path, capsys):
+    (tmp_path / "f").write_text("")
+    assert _run(FAST + ["--out", str(tmp_path / "f" / "x")]) == 2
+    assert "cannot write" in _one_error_line(capsys)
+
+
+def test_corrupt_checkpoint_is_a_clear_error(tmp_path, capsys):
+    out = tmp_path / "run"
+    assert _run(FAST + ["--out", str(out)]) == 0
+    before = (out / "summary.json").read_text()
+    for f in (out / "checkpoints").rglob("*"):
+        if f.is_file() and f.stat().st_size > 0:
+            f.write_bytes(b"garbage")
+    capsys.readouterr()
+    assert _run(["--out", str(out), "--resume"]) == 2
+    assert "checkpoint" in _one_error_line(capsys)
+    assert (out / "summary.json").read_text() == before        # nothing lost
+
+
+def test_sigkill_mid_run_then_resume_matches_uninterrupted(tmp_path):
+    args = FAST + ["--train.epochs=40", "--train.checkpoint_every=3", "--sweep.sigma_w=0.5,1,2"]
+    ref = tmp_path / "ref"
+    assert _run(args + ["--out", str(ref)]) == 0
+    out = tmp_path / "killed"
+    env = {**os.environ, "PYTHONUNBUFFERED": "1"}
+    proc = subprocess.Popen([sys.executable, "-m", "experiments.forgetting", *args, "--out", str(out)],
+                            cwd=ROOT, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    deadline = time.time() + 120
+    while time.time() < deadline and proc.poll() is None:
+        metrics = out / "metrics.jsonl"
+        if metrics.exists() and '"epoch": 7,' in metrics.read_text():
+            break
+        time.sleep(0.05)
+    proc.send_signal(signal.SIGKILL)
+    proc.wait()
+    assert proc.returncode == -signal.SIGKILL, "the run finished before it could be killed"
+    assert not (out / "summary.json").exists()
+    assert _run(["--out", str(out), "--resume"]) == 0
+    assert (out / "summary.json").read_text() == (ref / "summary.json").read_text()
+    assert (out / "metrics.jsonl").read_text() == (ref / "metrics.jsonl").read_text()
+
+
+def _write_cifar10(root: Path, n: int) -> None:
+    folder = root / "cifar-10-batches-py"
+    folder.mkdir(parents=True)
+    rng = np.random.default_rng(0)
+    for name, count in [(f"data_batch_{i}", n) for i in range(1, 6)] + [("test_batch", n)]:
+        batch = {b"data": rng.integers(0, 256, (count, 3072), dtype=np.uint8),
+                 b"labels": rng.integers(0, 10, count).tolist()}
+        (folder / name).write_bytes(pickle.dumps(batch))
+
+
+def test_paper_preset_starts_on_a_tiny_stand_in(tmp_path):
+    _write_cifar10(tmp_path / "data", 8)
+    out = tmp_path / "paper"
+    code = _run(["--preset", "paper", "--out", str(out), f"--data.dir={tmp_path / 'data'}",
+                 "--data.n_val=8", "--model.width_mult=0.0625", "--train.epochs=1", "--train.batch_size=8",
+                 "--sweep.sigma_w=0.5,2", "--sweep.seeds=1", "--sweep.optimizers=sgd,muon"])
+    assert code == 0
+    summary = json.loads((out / "summary.json").read_text())
+    assert len(summary["members"]) == 4 and summary["members"][0]["clocks"]["T_adapt"] > 0
+    cfg = json.loads((out / "config.json").read_text())
+    assert cfg["model"]["name"] == "resnet9" and cfg["data"]["augment"] is True

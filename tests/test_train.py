@@ -1,0 +1,114 @@
+"""Member-parallel training: strategies agree, nothing recompiles, divergence is contained, pairing."""
+from dataclasses import replace
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+import pytest
+
+from experiments.forgetting import ForgettingConfig
+from jaxinit import train
+from jaxinit.config import DataConfig, ModelConfig, OptConfig, SweepConfig, TrainConfig
+
+TINY = ForgettingConfig(
+    data=DataConfig(name="digits", n_train=256, n_val=128),
+    model=ModelConfig(name="mlp", width=16, depth=2, batchnorm=True),
+    opt=OptConfig(setting_lr=("sgd=0.1", "adam=1e-2")),
+    train=TrainConfig(batch_size=64, epochs=1, eval_batch_size=200),
+    sweep=SweepConfig(sigma_w=(0.5, 1.5, 2.5), seeds=2, optimizers=("sgd", "adam")),
+)
+
+
+def _train(cfg, epochs=1):
+    sweep = train.build_sweep(cfg)
+    states = train.init_states(sweep)
+    for epoch in range(1, epochs + 1):
+        states = train.train_epoch(sweep, states, epoch)
+    return sweep, jax.device_get(train.stacked_states(sweep, states))
+
+
+def test_member_order_is_setting_seed_sigma():
+    ms = train.make_members(("sgd", "adam"), (0.5, 2.0), 2)
+    assert [(m.optimizer, m.seed, m.sigma_w) for m in ms[:4]] == [
+        ("sgd", 0, 0.5), ("sgd", 0, 2.0), ("sgd", 1, 0.5), ("sgd", 1, 2.0)]
+    assert [m.index for m in ms] == list(range(8))
+
+
+@pytest.mark.parametrize("strategy, chunk", [("sequential", 1), ("chunked", 4)])
+def test_every_strategy_gives_the_same_numbers(strategy, chunk):
+    _, ref = _train(replace(TINY, train=replace(TINY.train, strategy="vmap")))
+    sweep, other = _train(replace(TINY, train=replace(TINY.train, strategy=strategy, chunk=chunk)))
+    assert sweep.strategy == strategy
+    assert [len(c.members) for c in sweep.groups["sgd"]] == ([1] * 6 if chunk == 1 else [4, 2])
+    for label in ("sgd", "adam"):
+        a, b = jax.tree.leaves(ref[label].params), jax.tree.leaves(other[label].params)
+        for x, y in zip(a, b):
+            np.testing.assert_allclose(x, y, rtol=2e-5, atol=2e-6)
+        assert (ref[label].step == other[label].step).all() and (ref[label].step == 4).all()
+
+
+def test_no_recompilation_when_sigma_w_or_seed_change():
+    cfg = replace(TINY, sweep=replace(TINY.sweep, optimizers=("sgd",)), train=replace(TINY.train, strategy="vmap"))
+    sweep, _ = _train(cfg)
+    fns = sweep.groups["sgd"][0].fns
+    sizes = (fns.init._cache_size(), fns.step._cache_size())
+    assert sizes == (1, 1)
+    sweep2, _ = _train(replace(cfg, sweep=replace(cfg.sweep, sigma_w=(0.3, 0.9, 4.0))))
+    assert sweep2.groups["sgd"][0].fns is fns          # same compiled functions, reused
+    fns.init(jnp.asarray([0.2] * 6, jnp.float32), jnp.asarray([7, 8, 9, 10, 11, 12], jnp.uint32))
+    assert (fns.init._cache_size(), fns.step._cache_size()) == sizes
+
+
+def test_diverging_member_is_flagged_frozen_and_others_identical():
+    base = replace(TINY, model=replace(TINY.model, batchnorm=False), train=replace(TINY.train, strategy="sequential"),
+                   sweep=SweepConfig(sigma_w=(1.0, 1e25), seeds=1, optimizers=("sgd",)))
+    sweep, st = _train(base, epochs=2)
+    assert bool(st["sgd"].diverged[1]) and int(st["sgd"].diverged_step[1]) == 0 and int(st["sgd"].step[1]) == 0
+    assert not bool(st["sgd"].diverged[0]) and int(st["sgd"].step[0]) == 8
+    init = jax.device_get(train.stacked_states(sweep, train.init_states(sweep)))
+    for a, b in zip(jax.tree.leaves(st["sgd"].params), jax.tree.leaves(init["sgd"].params)):
+        np.testing.assert_array_equal(a[1], b[1])             # frozen at its last finite state
+    _, alone = _train(replace(base, sweep=replace(base.sweep, sigma_w=(1.0,))), epochs=2)
+    for a, b in zip(jax.tree.leaves(st["sgd"].params), jax.tree.leaves(alone["sgd"].params)):
+        np.testing.assert_array_equal(a[0], b[0])             # the healthy member did not notice
+    rows = train.evaluate_all(sweep, train.chunked_states(sweep, st), train.eval_splits(sweep.ds, 500), 2)
+    assert rows[1]["diverged"] is True and rows[1]["diverged_step"] == 0 and rows[0]["diverged"] is False
+
+
+def test_members_are_paired_across_scales():
+    cfg = replace(TINY, model=replace(TINY.model, batchnorm=False), sweep=replace(TINY.sweep, optimizers=("sgd",)))
+    sweep = train.build_sweep(cfg)
+    st = jax.device_get(train.stacked_states(sweep, train.init_states(sweep)))
+    k = st["sgd"].params
+    kernels = [x for path, x in jax.tree_util.tree_flatten_with_path(k)[0] if "kernel" in jax.tree_util.keystr(path)]
+    assert kernels
+    for w in kernels:   # members: (seed0: 0.5, 1.5, 2.5), (seed1: 0.5, 1.5, 2.5)
+        np.testing.assert_allclose(w[1], 3.0 * w[0], rtol=1e-5, atol=1e-7)
+        np.testing.assert_allclose(w[2], 5.0 * w[0], rtol=1e-5, atol=1e-7)
+        assert not np.allclose(w[3], w[0])              # another seed is another draw
+    fns = sweep.groups["sgd"][0].fns
+    perms = np.asarray(fns.perm(jnp.asarray([0, 0, 1], jnp.uint32), jnp.int32(3), 256))
+    assert (perms[0] == perms[1]).all() and not (perms[0] == perms[2]).all()
+    assert sorted(perms[0].tolist()) == list(range(256))
+
+
+def test_eval_rows_follow_the_schema():
+    sweep, st = _train(TINY)
+    rows = train.evaluate_all(sweep, train.chunked_states(sweep, st), train.eval_splits(sweep.ds, 100), 1)
+    need = {"member", "optimizer", "sigma_w", "seed", "epoch", "step", "lr", "train_loss", "train_acc", "val_loss",
+            "val_acc", "test_loss", "test_acc", "param_norm", "param_norm_layers", "diverged"}
+    assert len(rows) == 12 and [r["member"] for r in rows] == list(range(12))
+    for r in rows:
+        assert need <= set(r) and 0.0 <= r["train_acc"] <= 1.0 and r["step"] == 4
+        assert r["lr"] == pytest.approx(0.1 if r["optimizer"] == "sgd" else 1e-2)
+        total = np.sqrt(sum(v ** 2 for v in r["param_norm_layers"].values()))
+        assert r["param_norm"] == pytest.approx(total, rel=1e-5)
+
+
+def test_eval_padding_counts_each_example_once():
+    sweep, st = _train(TINY)
+    states = train.chunked_states(sweep, st)
+    a = train.evaluate_all(sweep, states, train.eval_splits(sweep.ds, 1000), 1)   # one batch
+    b = train.evaluate_all(sweep, states, train.eval_splits(sweep.ds, 37), 1)     # ragged, padded
+    for ra, rb in zip(a, b):
+        assert ra["val_acc"] == rb["val_acc"] and ra["val_loss"] == pytest.approx(rb["val_loss"], rel=1e-5)
