@@ -308,8 +308,30 @@ def build_sweep(cfg) -> Sweep:
     return Sweep(ds, members, settings, groups, spe, strategy)
 
 
+def member_mesh() -> jax.sharding.Mesh | None:
+    """1-D mesh named 'members' over every device (all hosts); None on a single device."""
+    if jax.device_count() == 1:
+        return None
+    # Auto axes: XLA propagates the member sharding through the vmapped step (no sharding-in-types).
+    return jax.make_mesh((jax.device_count(),), ("members",), axis_types=(jax.sharding.AxisType.Auto,))
+
+
+def shard_members(chunk: Chunk, state: TrainState, mesh) -> TrainState:
+    """Lay a batched chunk's member axis over the mesh; computation then follows the data.
+
+    Built with `make_array_from_callback` from the (identical) host copy, so the same code places
+    it on one host or many. Chunks whose size the device count does not divide stay replicated.
+    """
+    if mesh is None or not chunk.batched or len(chunk.members) % mesh.size:
+        return state
+    sharding = jax.sharding.NamedSharding(mesh, jax.sharding.PartitionSpec("members"))
+    host = jax.device_get(state)
+    return jax.tree.map(lambda x: jax.make_array_from_callback(x.shape, sharding, lambda idx: x[idx]), host)
+
+
 def init_states(sweep: Sweep) -> dict[str, list[TrainState]]:
-    return {label: [init_chunk(c) for c in chunks] for label, chunks in sweep.groups.items()}
+    mesh = member_mesh()
+    return {label: [shard_members(c, init_chunk(c), mesh) for c in chunks] for label, chunks in sweep.groups.items()}
 
 
 def stacked_states(sweep: Sweep, states: dict[str, list[TrainState]]) -> dict[str, TrainState]:
@@ -325,7 +347,7 @@ def chunked_states(sweep: Sweep, stacked: dict[str, TrainState]) -> dict[str, li
         parts, start = [], 0
         for c in chunks:
             part = jax.tree.map(lambda x: x[start:start + len(c.members)], stacked[label])
-            parts.append(stacked_to_chunk(c, part))
+            parts.append(shard_members(c, stacked_to_chunk(c, part), member_mesh()))
             start += len(c.members)
         out[label] = parts
     return out

@@ -141,9 +141,43 @@ def test_paper_preset_starts_on_a_tiny_stand_in(tmp_path):
     out = tmp_path / "paper"
     code = _run(["--preset", "paper", "--out", str(out), f"--data.dir={tmp_path / 'data'}",
                  "--data.n_val=8", "--model.width_mult=0.0625", "--train.epochs=1", "--train.batch_size=8",
-                 "--sweep.sigma_w=0.5,2", "--sweep.seeds=1", "--sweep.optimizers=sgd,muon"])
+                 "--sweep.sigma_w=0.5,2", "--sweep.seeds=1", "--sweep.optimizers=muon"])
     assert code == 0
     summary = json.loads((out / "summary.json").read_text())
-    assert len(summary["members"]) == 4 and summary["members"][0]["clocks"]["T_adapt"] > 0
+    assert len(summary["members"]) == 2 and summary["members"][0]["clocks"]["T_adapt"] > 0
     cfg = json.loads((out / "config.json").read_text())
     assert cfg["model"]["name"] == "resnet9" and cfg["data"]["augment"] is True
+
+
+def _close(a, b, path=""):
+    """Equal structure; equal ints, bools, strings; floats equal to float32 accumulation-order noise."""
+    if isinstance(a, dict):
+        assert a.keys() == b.keys(), path
+        for k in a:
+            _close(a[k], b[k], f"{path}.{k}")
+    elif isinstance(a, list):
+        assert len(a) == len(b), path
+        for i, (x, y) in enumerate(zip(a, b)):
+            _close(x, y, f"{path}[{i}]")
+    elif isinstance(a, float) and isinstance(b, float):
+        assert a == pytest.approx(b, rel=1e-3, abs=1e-6), path
+    else:
+        assert a == b, path
+
+
+def test_members_sharded_over_four_devices_give_the_one_device_summary(tmp_path):
+    # Gaussian inputs: digits' constant border pixels make Adam + BatchNorm amplify float32 reduction-order
+    # noise (see tests/test_train.py), which no change of device layout could reproduce bit for bit.
+    args = FAST + ["--sweep.sigma_w=0.5,1,1.5,2", "--data.name=gaussian", "--data.n_samples=1000", "--data.dim=32"]
+    one = tmp_path / "one"
+    assert _run(args + ["--out", str(one)]) == 0
+    env = {**os.environ, "XLA_FLAGS": "--xla_force_host_platform_device_count=4"}
+    four = tmp_path / "four"
+    subprocess.run([sys.executable, "-m", "experiments.forgetting", *args, "--out", str(four)], cwd=ROOT, env=env,
+                   check=True, capture_output=True)
+    assert json.loads((four / "run.json").read_text())["devices"] == 4
+    s1, s4 = (json.loads((d / "summary.json").read_text()) for d in (one, four))
+    _close(s4, s1)
+    for m1, m4 in zip(s1["members"], s4["members"]):     # what the study reports is exactly the same
+        for key in ("best_epoch", "test_acc_at_best", "train_acc_at_best", "tau_interp"):
+            assert m1[key] == m4[key]
