@@ -1,0 +1,462 @@
+"""Bias at initialization: finite networks against mean-field and Initial Guessing Bias theory.
+
+Bassi et al. 2026 (arXiv 2505.12096), Francazi et al. 2024 (arXiv 2306.00809); THEORY.md sections 1-5.
+Networks in the THEORY.md convention (W ~ N(0, sigma_w2 / fan_in), b ~ N(0, sigma_b2), no
+normalisation): deep MLP, residual MLP (branches x 1/sqrt(depth)), a small ViT with and without
+residual connections, a CNN with 2-node max / average pooling over channel pairs. For every
+(sigma_w2, sigma_b2) of the grid (vmapped, one draw shared by the grid) and `probe.n_draws` draws:
+per-layer c = P/Q, gamma (naive) and gamma_corr = P/(Q-P) against `theory.meanfield.propagate`;
+f_max of a binary head (the first two logits) and of all logits against `theory.igb`; per-layer
+quantiles of |delta_l|^2 / nodes split by the favoured class (binary head, labels = parity).
+
+Inputs are rescaled to |x|^2/d = 1. Gaussian inputs have c0 = x_a.x_b/d ~ N(0, 1/d), real data a
+large mean overlap (digits: ~0.6, pixels are non-negative), so the theory is run from each input
+pair's own c0 (16 quantiles of the pair overlaps) and averaged: P/Q is an average over pairs and the
+c-map is non-linear, so "propagate the mean c0" is a cruder prediction (also saved: `c_theory_meanc0`).
+
+    python -m experiments.igb_init --out runs/igb_init_cpu            # cpu preset
+    python -m experiments.igb_init --preset smoke --out /tmp/igb_init # seconds (tests)
+    python -m experiments.igb_init --preset paper --out $OUT/igb_init_paper --data.dir=DATA  # accelerator
+    python -m experiments.igb_init --replot runs/igb_init_cpu          # figures from saved results only
+
+Runtime and headline numbers (2-core CPU): see README "Bias meets trainability"; filled in below.
+"""
+from __future__ import annotations
+
+import json
+import math
+import sys
+import time
+from dataclasses import dataclass, replace
+from pathlib import Path
+
+import numpy as np
+
+from jaxinit import bias, cli
+from jaxinit.config import ConfigError, DataConfig
+from jaxinit.models import cnn, deep, vit
+
+INPUTS = ("gaussian", "digits", "mnist", "fashion_mnist", "cifar10")
+MODELS = ("mlp", "resmlp", "vit", "vit_nores", "cnn_max", "cnn_avg")
+
+
+@dataclass(frozen=True)
+class GridConfig:
+    sigma_w2: tuple[float, ...] = (1.0, 1.6, 2.0, 2.5, 3.5, 5.0)
+    sigma_b2: tuple[float, ...] = (0.1,)
+
+
+@dataclass(frozen=True)
+class NetConfig:
+    models: tuple[str, ...] = MODELS
+    mlp_acts: tuple[str, ...] = ("tanh", "relu")
+    mlp_width: int = 256
+    mlp_depth: int = 30
+    res_act: str = "tanh"
+    vit_width: int = 32
+    vit_depth: int = 4
+    vit_heads: int = 4
+    vit_patch: int = 2
+    vit_act: str = "gelu"
+    cnn_width: int = 32
+    cnn_depth: int = 6
+    cnn_act: str = "relu"
+
+
+@dataclass(frozen=True)
+class ProbeConfig:
+    inputs: tuple[str, ...] = ("gaussian", "digits", "fashion_mnist", "cifar10")
+    n_inputs: int = 256
+    n_draws: int = 20
+    grads: tuple[str, ...] = ("mlp", "resmlp")   # models whose backpropagated signals are measured
+    seed: int = 0
+    c0_quantiles: int = 16
+    theory_samples: int = 2000                    # theory.igb.fmax_samples networks per grid point
+
+
+@dataclass(frozen=True)
+class IGBInitConfig:
+    grid: GridConfig = GridConfig()
+    net: NetConfig = NetConfig()
+    probe: ProbeConfig = ProbeConfig()
+    data: DataConfig = DataConfig(name="digits", normalize="sphere", binarize=True)
+
+
+SMOKE = IGBInitConfig(
+    grid=GridConfig(sigma_w2=(1.0, 2.0, 4.0), sigma_b2=(0.1,)),
+    net=NetConfig(models=("mlp", "resmlp", "vit", "cnn_max"), mlp_acts=("tanh",), mlp_width=32, mlp_depth=4,
+                  vit_width=16, vit_depth=1, vit_heads=2, cnn_width=8, cnn_depth=2),
+    probe=ProbeConfig(inputs=("gaussian", "digits"), n_inputs=32, n_draws=2, c0_quantiles=4, theory_samples=200),
+)
+CPU = IGBInitConfig()
+PAPER = IGBInitConfig(
+    grid=GridConfig(sigma_w2=(1.0, 1.3, 1.6, 1.8, 2.0, 2.25, 2.5, 3.0, 3.5, 4.0, 5.0, 6.0),
+                    sigma_b2=(0.05, 0.1, 0.3)),
+    net=NetConfig(mlp_acts=("tanh", "relu", "relu+maxpool", "relu+avgpool"), mlp_width=1000, mlp_depth=100,
+                  vit_width=128, vit_depth=8, cnn_width=128, cnn_depth=12),
+    probe=ProbeConfig(n_inputs=1000, n_draws=100, grads=("mlp", "resmlp", "vit", "vit_nores", "cnn_max", "cnn_avg")),
+)
+PRESETS = {"smoke": SMOKE, "cpu": CPU, "paper": PAPER}
+
+
+def validate(cfg: IGBInitConfig) -> None:
+    g, n, p = cfg.grid, cfg.net, cfg.probe
+    values = g.sigma_w2 + g.sigma_b2
+    if any(not math.isfinite(v) for v in values) or min(g.sigma_w2) <= 0 or min(g.sigma_b2) < 0:
+        raise ConfigError(f"--grid: sigma_w2 must be > 0 and sigma_b2 >= 0, got {g.sigma_w2} / {g.sigma_b2}")
+    if unknown := set(n.models) - set(MODELS):
+        raise ConfigError(f"--net.models: unknown {sorted(unknown)}; choose from {', '.join(MODELS)}")
+    if unknown := set(p.inputs) - set(INPUTS):
+        raise ConfigError(f"--probe.inputs: unknown {sorted(unknown)}; choose from {', '.join(INPUTS)}")
+    if min(n.mlp_width, n.mlp_depth, n.vit_width, n.vit_depth, n.cnn_width, n.cnn_depth) < 1 or n.mlp_depth < 2:
+        raise ConfigError("--net: widths must be >= 1, mlp_depth >= 2")
+    if n.vit_width % n.vit_heads:
+        raise ConfigError(f"--net.vit_width={n.vit_width} must be a multiple of vit_heads={n.vit_heads}")
+    if p.n_inputs < 4 or p.n_draws < 1 or p.c0_quantiles < 1 or p.theory_samples < 1:
+        raise ConfigError("--probe: n_inputs >= 4, n_draws, c0_quantiles, theory_samples >= 1")
+    from jaxinit.models.deep import make_psi
+    for act in (*n.mlp_acts, n.res_act, n.vit_act, n.cnn_act):
+        try:
+            make_psi(act)
+        except ValueError as e:
+            raise ConfigError(f"--net: {e}") from None
+
+
+# ----------------------------------------------------------------------------------------- main
+def main(cfg: IGBInitConfig, out: Path, resume: bool) -> None:
+    """Probe every (input set, model) case, save one .npz per case, summary.json, figures."""
+    import jax
+    t_start = time.time()
+    key = jax.random.key(cfg.probe.seed)
+    k_inputs, k_draws, k_theory = jax.random.split(key, 3)
+    sw_G, sb_G = grid_points(cfg.grid)
+    summary, skipped, timings = {}, {}, {}
+    for input_name in cfg.probe.inputs:
+        try:
+            x, labels = load_inputs(input_name, cfg, jax.random.fold_in(k_inputs, INPUTS.index(input_name)))
+        except ConfigError as e:   # real sets that are not on this machine are skipped, and said so
+            skipped[input_name] = str(e).splitlines()[0]
+            print(f"skip {input_name}: {skipped[input_name]}", flush=True)
+            continue
+        c0_pairs = bias.input_overlaps(x)
+        for case, spec in build_cases(cfg.net, tuple(x.shape[1:])):
+            path = out / "results" / f"{input_name}__{case}.npz"
+            if resume and path.exists():
+                summary[f"{input_name}/{case}"] = summarize(dict(np.load(path)))
+                continue
+            t0 = time.time()
+            xin = x.reshape(len(x), -1) if case.startswith(("mlp", "resmlp")) else x
+            res = bias.probe_draws(jax.random.fold_in(k_draws, hash_name(case)), cfg.probe.n_draws, sw_G, sb_G,
+                                   xin, labels, spec, with_grads=model_of(case) in cfg.probe.grads)
+            res.update(theory_for_case(case, spec, sw_G, sb_G, c0_pairs, res, cfg.probe, k_theory))
+            res.update(sigma_w2=sw_G, sigma_b2=sb_G, c0_mean=np.mean(c0_pairs), c0_std=np.std(c0_pairs))
+            path.parent.mkdir(parents=True, exist_ok=True)
+            np.savez(path, **res)
+            timings[f"{input_name}/{case}"] = round(time.time() - t0, 2)
+            summary[f"{input_name}/{case}"] = summarize(res)
+            print(f"{input_name}/{case}: {timings[f'{input_name}/{case}']:.1f} s  " + headline(summary[f"{input_name}/{case}"]), flush=True)
+    cli.write_json_atomic(out / "summary.json", {"cases": summary, "skipped": skipped})
+    cli.write_json_atomic(out / "run.json", {"seconds_total": round(time.time() - t_start, 1), "seconds_per_case": timings,
+                                             "platform": jax.default_backend()})
+    for p in plot_all(out):
+        print(f"figure {p}")
+
+
+def grid_points(grid: GridConfig) -> tuple[np.ndarray, np.ndarray]:
+    """Flattened cartesian grid: sigma_w2 varies fastest."""
+    sb, sw = np.meshgrid(np.asarray(grid.sigma_b2, float), np.asarray(grid.sigma_w2, float), indexing="ij")
+    return sw.ravel(), sb.ravel()
+
+
+def hash_name(name: str) -> int:
+    """A stable small integer for fold_in (Python's hash is salted per process)."""
+    return sum(ord(ch) * 31 ** i for i, ch in enumerate(name)) % (2 ** 31)
+
+
+def load_inputs(name: str, cfg: IGBInitConfig, key):
+    """(x on the sphere, binary labels): n_inputs Gaussian images shaped like digits, or a data subset."""
+    import jax
+    import jax.numpy as jnp
+    n = cfg.probe.n_inputs
+    if name == "gaussian":
+        k_x, k_y = jax.random.split(key)
+        x = jax.random.normal(k_x, (n, 8, 8, 1))
+        return bias.to_sphere(x), jax.random.bernoulli(k_y, 0.5, (n,)).astype(jnp.int32)
+    from jaxinit.data import load_dataset
+    try:
+        ds = load_dataset(replace(cfg.data, name=name, normalize="sphere", binarize=True))
+    except (OSError, RuntimeError, ValueError) as e:
+        raise ConfigError(f"{name}: not available ({e})") from None
+    if ds.x_train.shape[0] < n:
+        raise ConfigError(f"{name}: only {ds.x_train.shape[0]} training inputs, --probe.n_inputs={n}")
+    idx = jax.random.choice(key, ds.x_train.shape[0], (n,), replace=False)
+    x = ds.x_train[idx]
+    x = x.reshape(n, *ds.input_shape) if len(ds.input_shape) == 3 else x.reshape(n, -1, 1, 1)
+    return bias.to_sphere(x), ds.y_train[idx]
+
+
+def model_of(case: str) -> str:
+    """Model name of a case: mlp_tanh -> mlp, resmlp_tanh -> resmlp, vit_nores -> vit_nores."""
+    return case.split("_")[0] if case.startswith(("mlp_", "resmlp_")) else case
+
+
+def build_cases(net: NetConfig, image_shape: tuple[int, ...]) -> list[tuple[str, object]]:
+    """(case name, static spec) per model; n_out = 10 so the first two logits are the binary head."""
+    d_in = int(np.prod(image_shape))
+    cases = []
+    for model in net.models:
+        if model == "mlp":
+            cases += [(f"mlp_{a}", deep.DeepSpec(d_in, net.mlp_width, net.mlp_depth, 10, a)) for a in net.mlp_acts]
+        elif model == "resmlp":
+            cases.append((f"resmlp_{net.res_act}", deep.DeepSpec(d_in, net.mlp_width, net.mlp_depth, 10, net.res_act, True)))
+        elif model.startswith("vit"):
+            if image_shape[0] % net.vit_patch or image_shape[1] % net.vit_patch:
+                continue
+            cases.append((model, vit.ViTSpec(image_shape, net.vit_patch, net.vit_width, net.vit_depth, net.vit_heads,
+                                             2, 10, net.vit_act, model == "vit")))
+        else:
+            pool = model.split("_")[1]
+            cases.append((model, cnn.CNNSpec(image_shape, net.cnn_width, net.cnn_depth, 10, net.cnn_act, pool, "channels")))
+    return cases
+
+
+# ----------------------------------------------------------------------------------------- theory
+def c0_representatives(c0_pairs: np.ndarray, n: int) -> np.ndarray:
+    """Midpoint quantiles of the pair overlaps: n equally weighted stand-ins for all pairs."""
+    return np.quantile(c0_pairs, (np.arange(n) + 0.5) / n)
+
+
+def theory_act(case: str, spec) -> str | None:
+    """The `theory` activation whose mean-field map the case's layers follow (None: no layer theory)."""
+    if isinstance(spec, deep.DeepSpec):
+        return spec.act
+    if isinstance(spec, cnn.CNNSpec) and spec.pool_over == "channels":
+        return spec.psi
+    return None
+
+
+def mean_field_c(case: str, spec, sw: float, sb: float, c0s: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """(pair-averaged c per layer, c per layer from the mean c0): layers 1..L, plus the readout L+1 for MLPs."""
+    from theory import meanfield as mf
+    act = theory_act(case, spec)
+    n_layers = spec.depth + 1 if isinstance(spec, deep.DeepSpec) else spec.depth
+
+    def one(c0):
+        if isinstance(spec, deep.DeepSpec) and spec.residual:
+            return bias.residual_propagate(mf.q_map, mf.c_map, sw, sb, act, spec.depth, 1.0, c0)[1]
+        return np.asarray(mf.propagate(sw, sb, act, n_layers, q0=1.0, c0=float(c0))[1], float)
+    return np.mean([one(c0) for c0 in c0s], axis=0), one(float(np.mean(c0s)))
+
+
+def theory_for_case(case, spec, sw_G, sb_G, c0_pairs, res, probe: ProbeConfig, key) -> dict[str, np.ndarray]:
+    """Mean-field c per layer and the IGB f_max predictions, stored next to the measurements."""
+    import jax
+    from theory import igb as tigb
+    out = {}
+    gamma_readout = np.asarray(tigb.gamma_from_c(np.clip(res["c_readout"], 0.0, 1.0 - 1e-12)), float)
+    for n_cls, tag in ((2, "2"), (10, "all")):
+        out[f"fmax{tag}_theory_readout"] = np.mean(np.asarray(tigb.fmax_mean(gamma_readout, n_cls), float), axis=0)
+    if theory_act(case, spec) is None:
+        return out
+    c0s = c0_representatives(c0_pairs, probe.c0_quantiles)
+    pairs = [mean_field_c(case, spec, sw, sb, c0s) for sw, sb in zip(sw_G, sb_G)]
+    out["c_theory"] = np.stack([p[0] for p in pairs])
+    out["c_theory_meanc0"] = np.stack([p[1] for p in pairs])
+    if isinstance(spec, deep.DeepSpec):
+        gamma_out = np.asarray(tigb.gamma_from_c(np.clip(out["c_theory"][:, -1], 0.0, 1.0 - 1e-12)), float)
+        out["gamma_theory_out"] = gamma_out
+        for n_cls, tag in ((2, "2"), (10, "all")):
+            out[f"fmax{tag}_theory_mf"] = np.asarray(tigb.fmax_mean(gamma_out, n_cls), float)
+            out[f"fmax{tag}_samples_mf"] = np.stack([
+                np.asarray(tigb.fmax_samples(jax.random.fold_in(key, 100 * g + n_cls), gamma_out[g], n_cls,
+                                             probe.theory_samples), float) for g in range(len(gamma_out))])
+    return out
+
+
+# ----------------------------------------------------------------------------------------- summary
+def summarize(res: dict) -> list[dict]:
+    """One JSON row per grid point: measured means (over draws) next to the theory."""
+    rows = []
+    n_draws = res["fmax_2"].shape[0]
+    for g in range(len(res["sigma_w2"])):
+        row = {"sigma_w2": float(res["sigma_w2"][g]), "sigma_b2": float(res["sigma_b2"][g]), "n_draws": int(n_draws),
+               "c_last_hidden": float(res["c"][:, g, -1].mean()),
+               "gamma_corr_last_hidden": float(np.median(res["gamma_corr"][:, g, -1])),
+               "gamma_naive_last_hidden": float(np.median(res["gamma"][:, g, -1])),
+               "c_readout": float(res["c_readout"][:, g].mean())}
+        for tag in ("2", "all"):
+            values = res[f"fmax_{tag}"][:, g]
+            row[f"fmax{tag}"] = float(values.mean())
+            row[f"fmax{tag}_sem"] = float(values.std(ddof=1) / np.sqrt(n_draws)) if n_draws > 1 else float("nan")
+            row[f"fmax{tag}_theory_readout"] = float(res[f"fmax{tag}_theory_readout"][g])
+            if f"fmax{tag}_theory_mf" in res:
+                row[f"fmax{tag}_theory_mf"] = float(res[f"fmax{tag}_theory_mf"][g])
+        if "c_theory" in res:
+            n_hidden = res["c"].shape[-1]
+            row["c_last_hidden_theory"] = float(res["c_theory"][g, n_hidden - 1])
+            row["c_max_abs_err"] = float(np.max(np.abs(res["c"][:, g].mean(axis=0) - res["c_theory"][g, :n_hidden])))
+            if res["c_theory"].shape[1] > n_hidden:
+                row["c_readout_theory"] = float(res["c_theory"][g, -1])
+        if "grad_quantiles" in res:
+            med = np.nanmedian(res["grad_quantiles"][:, g, :, :, 2], axis=0)   # (L+1, group): median over draws of the median
+            row["grad_median_layer1"] = dict(zip(bias.GROUPS, med[0].tolist()))
+            row["grad_median_output"] = dict(zip(bias.GROUPS, med[-1].tolist()))
+        rows.append(row)
+    return rows
+
+
+def headline(rows: list[dict]) -> str:
+    parts = []
+    for r in rows:
+        mf = r.get("fmax2_theory_mf", r["fmax2_theory_readout"])
+        parts.append(f"sw2={r['sigma_w2']:g},sb2={r['sigma_b2']:g}: fmax2 {r['fmax2']:.3f}/{mf:.3f}")
+    return "; ".join(parts)
+
+
+# ----------------------------------------------------------------------------------------- figures
+def plot_all(out: Path) -> list[Path]:
+    """Every figure from the saved results/*.npz (no model code runs)."""
+    import matplotlib
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+    by_input: dict[str, dict[str, dict]] = {}
+    for f in sorted((out / "results").glob("*.npz")):
+        input_name, case = f.stem.split("__")
+        by_input.setdefault(input_name, {})[case] = dict(np.load(f))
+    fig_dir = out / "figures"
+    fig_dir.mkdir(parents=True, exist_ok=True)
+    paths = []
+    for input_name, cases in by_input.items():
+        for name, fn in (("c_layers", _plot_c_layers), ("fmax", _plot_fmax), ("grads", _plot_grads),
+                         ("gamma_estimators", _plot_gamma), ("fmax_hist", _plot_fmax_hist)):
+            fig = fn(plt, cases, input_name)
+            if fig is not None:
+                paths.append(fig_dir / f"{name}_{input_name}.png")
+                fig.savefig(paths[-1], dpi=110, bbox_inches="tight")
+                plt.close(fig)
+    return paths
+
+
+def _first_b2(res) -> np.ndarray:
+    return np.flatnonzero(res["sigma_b2"] == res["sigma_b2"][0])
+
+
+def _plot_c_layers(plt, cases, input_name):
+    with_theory = {c: r for c, r in cases.items() if "c_theory" in r}
+    if not with_theory:
+        return None
+    fig, axes = plt.subplots(1, len(with_theory), figsize=(4 * len(with_theory), 3.4), squeeze=False)
+    for ax, (case, r) in zip(axes[0], with_theory.items()):
+        idx = _first_b2(r)
+        colors = plt.cm.viridis(np.linspace(0, 1, len(idx)))
+        n_hidden = r["c"].shape[-1]
+        for col, g in zip(colors, idx):
+            ax.plot(np.arange(1, r["c_theory"].shape[1] + 1), r["c_theory"][g], color=col, lw=1.2, label=f"{r['sigma_w2'][g]:g}")
+            ax.errorbar(np.arange(1, n_hidden + 1), r["c"][:, g].mean(0), r["c"][:, g].std(0), fmt="o", ms=2.5,
+                        color=col, lw=0.6)
+            if r["c_theory"].shape[1] > n_hidden:
+                ax.errorbar([n_hidden + 1], [r["c_readout"][:, g].mean()], [r["c_readout"][:, g].std()],
+                            fmt="s", ms=4, color=col, mfc="none")
+        ax.axhline(0.5, color="gray", ls=":", lw=0.8)
+        ax.set(title=f"{case} ({input_name})", xlabel="layer l", ylabel="c_l = P/Q", ylim=(-0.05, 1.05))
+        ax.legend(title=f"sigma_w2 (sigma_b2={r['sigma_b2'][0]:g})", fontsize=6, title_fontsize=6)
+    fig.suptitle("per-layer c: dots measured (mean +- sd over draws), lines mean field (pair-averaged c0); "
+                 "squares: readout", fontsize=8)
+    return fig
+
+
+def _plot_fmax(plt, cases, input_name):
+    fig, axes = plt.subplots(2, len(cases), figsize=(3.2 * len(cases), 5.6), squeeze=False, sharey="row")
+    for j, (case, r) in enumerate(cases.items()):
+        idx = _first_b2(r)
+        sw = r["sigma_w2"][idx]
+        for i, (tag, n_cls) in enumerate((("2", 2), ("all", 10))):
+            ax = axes[i, j]
+            vals = r[f"fmax_{tag}"][:, idx]
+            sem = vals.std(0, ddof=1) / np.sqrt(len(vals)) if len(vals) > 1 else None
+            ax.errorbar(sw, vals.mean(0), sem, fmt="o", color="k", ms=3, label="measured")
+            ax.plot(sw, r[f"fmax{tag}_theory_readout"][idx], "--", color="C1", label="IGB | readout c")
+            if f"fmax{tag}_theory_mf" in r:
+                ax.plot(sw, r[f"fmax{tag}_theory_mf"][idx], "-", color="C0", label="IGB | mean-field c")
+            ax.set(xscale="log", xlabel="sigma_w2", title=f"{case}, {n_cls} classes", ylim=(1 / n_cls - 0.02, 1.02))
+            if j == 0:
+                ax.set_ylabel("E f_max")
+                ax.legend(fontsize=6)
+    first = next(iter(cases.values()))
+    fig.suptitle(f"f_max at init ({input_name}, sigma_b2={first['sigma_b2'][0]:g}, mean +- sem over "
+                 f"{first['fmax_2'].shape[0]} draws)", fontsize=9)
+    return fig
+
+
+def _plot_fmax_hist(plt, cases, input_name):
+    with_samples = {c: r for c, r in cases.items() if "fmax2_samples_mf" in r and c.startswith("mlp")}
+    if not with_samples:
+        return None
+    first = next(iter(with_samples.values()))
+    idx = _first_b2(first)
+    fig, axes = plt.subplots(len(with_samples), len(idx), figsize=(2.4 * len(idx), 2.2 * len(with_samples)),
+                             squeeze=False, sharex=True)
+    bins = np.linspace(0.5, 1.0, 11)
+    for i, (case, r) in enumerate(with_samples.items()):
+        for ax, g in zip(axes[i], idx):
+            ax.hist(r["fmax2_samples_mf"][g], bins=bins, density=True, color="C0", alpha=0.4, label="theory")
+            ax.hist(r["fmax_2"][:, g], bins=bins, density=True, histtype="step", color="k", lw=1.5, label="measured")
+            ax.set_title(f"{case} sw2={r['sigma_w2'][g]:g}", fontsize=7)
+            ax.set_yticks([])
+        axes[i, 0].legend(fontsize=6)
+    for ax in axes[-1]:
+        ax.set_xlabel("f_max (binary)")
+    fig.suptitle(f"f_max over network draws vs theory.igb.fmax_samples at the mean-field gamma ({input_name}, "
+                 f"{first['fmax_2'].shape[0]} draws)", fontsize=8)
+    return fig
+
+
+def _plot_grads(plt, cases, input_name):
+    with_grads = {c: r for c, r in cases.items() if "grad_quantiles" in r}
+    if not with_grads:
+        return None
+    fig, axes = plt.subplots(len(with_grads), 3, figsize=(11, 2.8 * len(with_grads)), squeeze=False)
+    for i, (case, r) in enumerate(with_grads.items()):
+        idx = _first_b2(r)
+        for ax, g in zip(axes[i], (idx[0], idx[len(idx) // 2], idx[-1])):
+            med = np.nanmedian(r["grad_quantiles"][:, g], axis=0)   # (L+1, group, quantile)
+            layers = np.arange(1, med.shape[0] + 1)
+            for k, (group, col) in enumerate(zip(bias.GROUPS, ("k", "C3", "C0"))):
+                ax.plot(layers, med[:, k, 2], color=col, label=group)
+                ax.fill_between(layers, med[:, k, 1], med[:, k, 3], color=col, alpha=0.15)
+                ax.plot(layers, med[:, k, 0], color=col, lw=0.5, ls=":")
+                ax.plot(layers, med[:, k, 4], color=col, lw=0.5, ls=":")
+            ax.set(yscale="log", xlabel="layer (last = output)", title=f"{case} sigma_w2={r['sigma_w2'][g]:g}")
+        axes[i, 0].set_ylabel("|delta_l|^2 / nodes")
+        axes[i, 0].legend(fontsize=6)
+    fig.suptitle(f"backpropagated signals at init by class ({input_name}, binary head): median over draws of the "
+                 "5/25/50/75/95 % quantiles over samples", fontsize=8)
+    return fig
+
+
+def _plot_gamma(plt, cases, input_name):
+    with_theory = {c: r for c, r in cases.items() if "c_theory" in r and c.startswith("mlp")}
+    if not with_theory:
+        return None
+    fig, axes = plt.subplots(1, len(with_theory), figsize=(4 * len(with_theory), 3.4), squeeze=False)
+    for ax, (case, r) in zip(axes[0], with_theory.items()):
+        idx = _first_b2(r)
+        colors = plt.cm.viridis(np.linspace(0, 1, len(idx)))
+        n_hidden = r["c"].shape[-1]
+        layers = np.arange(1, n_hidden + 1)
+        for col, g in zip(colors, idx):
+            c_th = r["c_theory"][g, :n_hidden]
+            ax.plot(layers, c_th / (1 - c_th), color=col, lw=1)
+            ax.plot(layers, np.median(r["gamma"][:, g], 0), "x", ms=3, color=col)
+            ax.plot(layers, np.median(r["gamma_corr"][:, g], 0), "o", ms=2.5, color=col, mfc="none")
+        ax.set(yscale="log", xlabel="layer", ylabel="gamma (median over draws)",
+               title=f"{case}: x naive, o corrected, - theory", )
+    return fig
+
+
+if __name__ == "__main__":
+    if len(sys.argv) == 3 and sys.argv[1] == "--replot":
+        print("\n".join(str(p) for p in plot_all(Path(sys.argv[2]))))
+        sys.exit(0)
+    sys.exit(cli.run_experiment("experiments.igb_init", __doc__, IGBInitConfig, PRESETS, "cpu", main,
+                                "runs/igb_init_cpu", validate))

@@ -1,0 +1,119 @@
+"""Scaled initializers: ``sigma_w`` multiplies a named base initializer of every conv and dense kernel.
+
+What is scaled, exactly:
+
+- every leaf named ``"kernel"`` (conv kernels ``(*window, C_in, C_out)``, dense kernels ``(D_in, D_out)``,
+  the classifier included) is ``sigma_w * W_base`` with ``W_base`` drawn from ``base_init``;
+- biases are 0, BatchNorm scale 1 and bias 0, BatchNorm running statistics 0 / 1: they are left alone.
+
+Base initializers (untruncated Gaussians, fan_in = prod(window) * C_in, fan_out = prod(window) * C_out):
+
+| name            | variance of W_base        |
+|-----------------|---------------------------|
+| he_normal       | 2 / fan_in  (default)     |
+| lecun_normal    | 1 / fan_in                |
+| glorot_normal   | 2 / (fan_in + fan_out)    |
+| normal_fan_in   | 1 / fan_in                |
+
+``normal_fan_in`` equals ``lecun_normal``; it is named for the theory: with it ``sigma_w**2`` is
+THEORY.md's ``sigma_w2`` (``W_ij ~ N(0, sigma_w2 / fan_in)``). With ``he_normal``, ``sigma_w = 1``
+means ``sigma_w2 = 2``, the ReLU edge of chaos.
+
+Pairing: a model draws its base parameters once from ``key`` (`fill_kernels`: one flat N(0, 1) draw
+for all kernels) and then multiplies kernels by ``sigma_w``, so members that share a key but differ in
+``sigma_w`` have exactly proportional kernels (same base Gaussian draws). ``sigma_w`` may be a traced
+scalar: init is vmappable over ``(keys, sigma_w)`` and changing ``sigma_w`` never recompiles.
+
+Note (THEORY.md §6): with BatchNorm after every conv, scaling the kernels does not change the function
+at init, only the effective learning rate (~ eta / |W|^2): BN divides the scale out (up to its eps).
+In our models the classifier kernel is scaled too and no BN follows it, so at init the BN nets'
+logits are exactly ``sigma_w`` times those at ``sigma_w = 1`` (again up to BN's eps).
+"""
+from __future__ import annotations
+
+import math
+from typing import Any, Callable
+
+import jax
+import jax.numpy as jnp
+
+from jaxinit.config import ConfigError
+
+# name -> (variance numerator, fan mode)
+_BASE_INITS: dict[str, tuple[float, str]] = {
+    "he_normal": (2.0, "fan_in"),
+    "lecun_normal": (1.0, "fan_in"),
+    "glorot_normal": (2.0, "fan_sum"),
+    "normal_fan_in": (1.0, "fan_in"),
+}
+BASE_INITS = tuple(_BASE_INITS)
+
+
+def check_base_init(name: str) -> str:
+    if name not in _BASE_INITS:
+        raise ConfigError(f"--model.base_init must be one of {'|'.join(BASE_INITS)}, got {name!r}")
+    return name
+
+
+def base_std(name: str, shape: tuple[int, ...]) -> float:
+    """Standard deviation of the base init for a kernel whose last two axes are (in, out)."""
+    numerator, mode = _BASE_INITS[check_base_init(name)]
+    receptive = math.prod(shape[:-2])
+    fan_in, fan_out = receptive * shape[-2], receptive * shape[-1]
+    return math.sqrt(numerator / (fan_in if mode == "fan_in" else fan_in + fan_out))
+
+
+def fill_kernels(key: jax.Array, params: Any, base_init: str) -> Any:
+    """Replace every kernel leaf (its values are ignored, only its shape counts) by base-init draws.
+
+    All kernels come from *one* flat N(0, 1) draw, sliced in tree order and multiplied by each
+    kernel's base std: one RNG op to compile instead of one per kernel shape (threefry compiles
+    slowly on CPU, ~1 s per shape), and the same key gives the same draws at every sigma_w.
+    """
+    flat, treedef = jax.tree_util.tree_flatten_with_path(params)
+    sizes = [math.prod(leaf.shape) if is_kernel(path) else 0 for path, leaf in flat]
+    z = jax.random.normal(key, (sum(sizes),), jnp.float32)
+    leaves, offset = [], 0
+    for (path, leaf), size in zip(flat, sizes):
+        if size:
+            leaf = z[offset:offset + size].reshape(leaf.shape) * base_std(base_init, leaf.shape)
+            offset += size
+        leaves.append(leaf)
+    return jax.tree_util.tree_unflatten(treedef, leaves)
+
+
+def is_kernel(path: tuple, leaf: Any = None) -> bool:
+    """True for conv/dense weights: leaves whose last path entry is named 'kernel'.
+
+    Keyed on the name, not on ``leaf.ndim``, so it also holds on member-stacked trees.
+    """
+    del leaf
+    return bool(path) and _key_name(path[-1]) == "kernel"
+
+
+def scale_kernels(params: Any, sigma_w: jax.Array | float) -> Any:
+    """Multiply every kernel by ``sigma_w`` (a scalar, possibly traced); other leaves unchanged."""
+    def scale(path, leaf):
+        return leaf * jnp.asarray(sigma_w, leaf.dtype) if is_kernel(path, leaf) else leaf
+    return jax.tree_util.tree_map_with_path(scale, params)
+
+
+def scaled_init(structure: Callable[[], tuple[Any, Any]], base_init: str) -> Callable:
+    """``init(key, sigma_w) -> (params, state)`` from ``structure() -> (params, state)``.
+
+    ``structure`` gives the parameter tree with placeholder kernels (zeros), biases 0, BN scale 1
+    and bias 0; kernels are then filled from ``key`` (`fill_kernels`) and scaled by ``sigma_w``.
+    """
+    check_base_init(base_init)
+
+    def init(key: jax.Array, sigma_w: jax.Array | float = 1.0):
+        params, state = structure()
+        return scale_kernels(fill_kernels(key, params, base_init), sigma_w), state
+    return init
+
+
+def _key_name(k: Any) -> str:
+    for attr in ("key", "name", "idx"):
+        if hasattr(k, attr):
+            return str(getattr(k, attr))
+    return str(k)

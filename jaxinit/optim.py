@@ -1,0 +1,287 @@
+r"""Optimizers and learning-rate schedules for the initialization-memory study.
+
+Notation: ``g`` gradient, ``w`` parameter, ``eta_t = schedule(t)`` (t = 0, 1, ... counts steps),
+``lambda`` = ``l2`` (coupled L2), ``wd`` = ``weight_decay`` (decoupled). Every kind first forms
+``g~ = g + lambda w`` (coupled L2: it *is* a gradient, so it goes through momentum and Adam's
+preconditioner) and finishes with ``- eta_t wd w`` (decoupled: bypasses the preconditioner).
+
+    sgd       w <- w - eta_t (g~ + wd w)
+    momentum  m <- mu m + g~;               w <- w - eta_t (m + wd w)            (heavy ball, PyTorch form)
+    nesterov  m <- mu m + g~;               w <- w - eta_t (g~ + mu m + wd w)
+    adam      m <- b1 m + (1-b1) g~;  v <- b2 v + (1-b2) g~^2;
+              w <- w - eta_t (m_hat / (sqrt(v_hat) + eps) + wd w),  m_hat = m/(1-b1^(t+1)), v_hat likewise
+    adamw     adam with lambda = 0, wd > 0        (Loshchilov & Hutter 2019, "Decoupled Weight Decay
+              Regularization", in optax's form where the decay is multiplied by eta_t)
+    muon      kernels except the classifier ("head"), G viewed as a (fan_in, fan_out) matrix
+              (conv kernels (*window, C_in, C_out) -> (prod(window) C_in, C_out)):
+                M <- beta M + (1-beta) G~;  U = beta M + (1-beta) G~  (Nesterov; U = M without);
+                O = NS5(U) ~ U_svd V_svd^T  (quintic Newton-Schulz, coefficients of Jordan et al.);
+                w <- w - eta_t (sqrt(max(1, fan_out/fan_in)) O + wd w)
+              everything else (biases, BatchNorm gains/biases, the head) runs adamw with learning
+              rate ``MUON_ADAM_LR_RATIO * eta_t`` and the same wd.
+              (K. Jordan et al. 2024, "Muon: An optimizer for hidden layers in neural networks";
+              optax.contrib.muon.) The routing is by leaf name and the reshape by the leaf's own
+              shape, so a muon transform must be built and applied per member (inside vmap), never on
+              a member-stacked tree, where NS5 would orthogonalise all members as one matrix.
+
+L2 and weight decay act on every parameter (PyTorch's ``weight_decay`` convention), BatchNorm
+gains included. The clocks of THEORY.md §6 are computed from the returned schedule:
+``T_SGD = sum_t eta_t^2 / b``, ``T_L2 = lambda sum_t eta_t``, ``T_adapt = sum_t eta_t``.
+
+Schedules (k = step, T = steps_per_epoch * epochs, W = warmup_epochs * steps_per_epoch, rounded):
+``constant`` eta; ``step`` eta x 0.1 for k >= T/2 and x 0.01 for k >= 3T/4; ``cosine``
+eta (1 + cos(pi k / T)) / 2 (0 at k = T); ``warmup_cosine`` eta (k+1)/W for k < W, then cosine from eta
+to 0 over the remaining T - W steps.
+"""
+from __future__ import annotations
+
+import dataclasses
+import math
+from dataclasses import dataclass
+from typing import Any, Callable, NamedTuple
+
+import jax
+import jax.numpy as jnp
+import optax
+
+from jaxinit.config import ConfigError, OptConfig
+from jaxinit.init import is_kernel
+
+KINDS = ("sgd", "momentum", "nesterov", "adam", "adamw", "muon")
+SCHEDULES = ("constant", "step", "cosine", "warmup_cosine")
+DECOUPLED_KINDS = ("adamw", "muon")     # where opt.weight_decay means decoupled wd, not coupled L2
+MUON_ADAM_LR_RATIO = 0.05               # muon's Adam branch lr / muon lr: 1e-3 at the default 0.02
+NS_COEFFS = (3.4445, -4.7750, 2.0315)   # quintic Newton-Schulz coefficients (Jordan et al. 2024)
+NS_STEPS = 5
+HEAD = "head"                           # name of the classifier sub-tree in every model
+
+
+@dataclass(frozen=True)
+class OptSetting:
+    """One optimizer setting as recorded in results (``label``) and built by `make_optimizer`."""
+    label: str
+    kind: str
+    lr: float
+    l2: float = 0.0                 # coupled L2, added to the gradient
+    weight_decay: float = 0.0       # decoupled, - lr * wd * w
+    momentum: float = 0.0           # heavy-ball / Nesterov mu; muon's beta
+    nesterov: bool = False          # muon's look-ahead; for the heavy-ball family the kind decides
+    b1: float = 0.9
+    b2: float = 0.999
+    eps: float = 1e-8
+    schedule: str = "constant"
+    warmup_epochs: float = 0.0
+
+
+# CPU-scale starting points (MEASURED.md); muon momentum 0.95 is Jordan et al.'s and is not taken
+# from opt.momentum (that one is the heavy-ball mu).
+SETTINGS: dict[str, OptSetting] = {s.label: s for s in (
+    OptSetting("sgd", "sgd", lr=0.05),
+    OptSetting("momentum", "momentum", lr=0.01, momentum=0.9),
+    OptSetting("nesterov", "nesterov", lr=0.01, momentum=0.9, nesterov=True),
+    OptSetting("adam", "adam", lr=1e-3),
+    OptSetting("adamw", "adamw", lr=1e-3, weight_decay=5e-2),
+    OptSetting("muon", "muon", lr=0.02, momentum=0.95, nesterov=True),
+    OptSetting("sgd_l2", "sgd", lr=0.1, l2=2e-2),
+)}
+
+
+# --------------------------------------------------------------------------- settings
+def resolve_setting(label: str, opt: OptConfig) -> OptSetting:
+    """The registry setting ``label`` with `OptConfig` applied.
+
+    lr and the decay come from (first match wins) ``opt.lr`` / ``opt.weight_decay`` (all settings),
+    then ``opt.setting_lr`` / ``opt.setting_weight_decay`` entries ``"label=value"``, then `SETTINGS`.
+    The decay is the coupled ``l2`` for sgd, momentum, nesterov, adam (and sgd_l2), the decoupled
+    ``weight_decay`` for adamw and muon. schedule, warmup_epochs, b1, b2, eps always come from ``opt``,
+    and momentum too for the heavy-ball kinds (muon keeps its own beta).
+    """
+    if label not in SETTINGS:
+        raise ConfigError(f"unknown optimizer setting {label!r}; known: {', '.join(SETTINGS)}")
+    base = SETTINGS[label]
+    decay_field = "weight_decay" if base.kind in DECOUPLED_KINDS else "l2"
+    lr = _first(opt.lr, _entries(opt.setting_lr, "--opt.setting_lr").get(label), base.lr)
+    decay = _first(opt.weight_decay, _entries(opt.setting_weight_decay, "--opt.setting_weight_decay").get(label),
+                   getattr(base, decay_field))
+    fields = dict(lr=lr, schedule=opt.schedule, warmup_epochs=opt.warmup_epochs, b1=opt.b1, b2=opt.b2, eps=opt.eps)
+    fields[decay_field] = decay
+    if base.kind in ("momentum", "nesterov"):
+        fields["momentum"] = opt.momentum
+    setting = dataclasses.replace(base, **fields)
+    check_setting(setting)
+    return setting
+
+
+def check_setting(s: OptSetting) -> None:
+    """Raise `ConfigError` (one line) for values that make no sense."""
+    bad = None
+    if s.kind not in KINDS:
+        bad = f"kind must be one of {'|'.join(KINDS)}, got {s.kind!r}"
+    elif not (math.isfinite(s.lr) and s.lr > 0):
+        bad = f"lr must be finite and > 0, got {s.lr}"
+    elif not (_finite_nonneg(s.l2) and _finite_nonneg(s.weight_decay)):
+        bad = f"L2 / weight decay must be finite and >= 0, got l2={s.l2}, weight_decay={s.weight_decay}"
+    elif not all(0 <= v < 1 for v in (s.momentum, s.b1, s.b2)):
+        bad = f"momentum, b1, b2 must lie in [0, 1), got {s.momentum}, {s.b1}, {s.b2}"
+    elif not (math.isfinite(s.eps) and s.eps > 0):
+        bad = f"eps must be finite and > 0, got {s.eps}"
+    elif s.schedule not in SCHEDULES:
+        bad = f"schedule must be one of {'|'.join(SCHEDULES)}, got {s.schedule!r}"
+    elif not _finite_nonneg(s.warmup_epochs):
+        bad = f"warmup_epochs must be finite and >= 0, got {s.warmup_epochs}"
+    elif s.warmup_epochs > 0 and s.schedule != "warmup_cosine":
+        bad = f"warmup_epochs={s.warmup_epochs} needs schedule=warmup_cosine, got {s.schedule!r}"
+    elif s.kind in ("momentum", "nesterov") and s.nesterov != (s.kind == "nesterov"):
+        bad = f"kind {s.kind!r} contradicts nesterov={s.nesterov}"
+    if bad:
+        raise ConfigError(f"optimizer setting {s.label!r}: {bad}")
+
+
+def _entries(items: tuple[str, ...], flag: str) -> dict[str, float]:
+    """Parse ``("label=value", ...)``: known labels, each once, finite values >= 0."""
+    out = {}
+    for item in items:
+        label, sep, text = item.partition("=")
+        label = label.strip()
+        if not sep or label not in SETTINGS or label in out:
+            why = "expected label=value" if not sep else ("unknown label" if label not in SETTINGS else "repeated label")
+            raise ConfigError(f"{flag}: {why} in {item!r} (labels: {', '.join(SETTINGS)})")
+        try:
+            value = float(text)
+        except ValueError:
+            raise ConfigError(f"{flag}: cannot parse {text.strip()!r} as a number in {item!r}") from None
+        if not _finite_nonneg(value):
+            raise ConfigError(f"{flag}: value must be finite and >= 0 in {item!r}")
+        out[label] = value
+    return out
+
+
+def _first(*values):
+    return next(v for v in values if v is not None)
+
+
+def _finite_nonneg(v: float) -> bool:
+    return math.isfinite(v) and v >= 0
+
+
+# --------------------------------------------------------------------------- schedules
+def make_schedule(name: str, lr: float, steps_per_epoch: int, epochs: int,
+                  warmup_epochs: float = 0.0) -> optax.Schedule:
+    """Per-step learning rate ``count -> eta``; see the module docstring for the formulas."""
+    total = steps_per_epoch * epochs
+    t_end = max(total, 1)
+    if name == "constant":
+        return lambda count: jnp.full((), lr, jnp.float32)
+    if name == "step":
+        return lambda count: lr * jnp.where(count >= total / 2, 0.1, 1.0) * jnp.where(count >= 3 * total / 4, 0.1, 1.0)
+    if name == "cosine":
+        return lambda count: _cosine(lr, count, t_end)
+    if name == "warmup_cosine":
+        warm = min(int(round(warmup_epochs * steps_per_epoch)), total)
+        if warm == 0:
+            return lambda count: _cosine(lr, count, t_end)
+        return lambda count: jnp.where(count < warm, lr * (count + 1) / warm,
+                                       _cosine(lr, count - warm, max(total - warm, 1)))
+    raise ConfigError(f"schedule must be one of {'|'.join(SCHEDULES)}, got {name!r}")
+
+
+def _cosine(lr: float, count, length: int):
+    progress = jnp.clip(count / length, 0.0, 1.0)
+    return lr * 0.5 * (1.0 + jnp.cos(jnp.pi * progress))
+
+
+# --------------------------------------------------------------------------- muon
+def newton_schulz(g: jax.Array, steps: int = NS_STEPS, eps: float = 1e-7) -> jax.Array:
+    """Approximate ``U V^T`` of ``g = U S V^T`` (singular values land in roughly [0.7, 1.2]).
+
+    Quintic iteration ``X <- a X + (b A + c A^2) X``, ``A = X X^T``, from ``X = g / |g|_F``; it runs on
+    the wide orientation so ``A`` is the smaller Gram matrix. Unrolled: composes well with vmap.
+    """
+    x = g / (jnp.linalg.norm(g) + eps)
+    wide = x.shape[0] <= x.shape[1]
+    x = x if wide else x.T
+    a, b, c = NS_COEFFS
+    for _ in range(steps):
+        gram = x @ x.T
+        x = a * x + (b * gram + c * gram @ gram) @ x
+    return x if wide else x.T
+
+
+def orthogonalize_kernel(u: jax.Array) -> jax.Array:
+    """NS5 of a kernel viewed as (fan_in, fan_out), times Muon's ``sqrt(max(1, fan_out / fan_in))``."""
+    mat = u.reshape(-1, u.shape[-1])
+    fan_in, fan_out = mat.shape
+    return (newton_schulz(mat) * math.sqrt(max(1.0, fan_out / fan_in))).reshape(u.shape)
+
+
+class MuonState(NamedTuple):
+    mu: optax.Updates     # momentum buffer M, one per routed kernel
+
+
+def scale_by_muon(beta: float = 0.95, nesterov: bool = True) -> optax.GradientTransformation:
+    """Muon's direction for kernels (no learning rate): EMA momentum, optional look-ahead, NS5.
+
+    Args:
+      beta: momentum EMA coefficient.
+      nesterov: use ``beta M + (1 - beta) G`` (look-ahead) instead of ``M``.
+    Returns:
+      A `GradientTransformation` whose updates are orthogonalised kernels (unit-ish singular values).
+    """
+    def init_fn(params):
+        return MuonState(mu=jax.tree.map(jnp.zeros_like, params))
+
+    def update_fn(updates, state, params=None):
+        del params
+        ema = lambda m, g: beta * m + (1 - beta) * g
+        mu = jax.tree.map(ema, state.mu, updates)
+        direction = jax.tree.map(ema, mu, updates) if nesterov else mu
+        return jax.tree.map(orthogonalize_kernel, direction), MuonState(mu=mu)
+
+    return optax.GradientTransformation(init_fn, update_fn)
+
+
+def muon_labels(params: Any) -> Any:
+    """'muon' for kernels with ndim >= 2 outside the classifier sub-tree ``head``; 'adam' otherwise."""
+    def label(path, leaf):
+        in_head = any(getattr(k, "key", None) == HEAD for k in path)
+        return "muon" if is_kernel(path) and not in_head and jnp.ndim(leaf) >= 2 else "adam"
+    return jax.tree_util.tree_map_with_path(label, params)
+
+
+# --------------------------------------------------------------------------- builder
+def make_optimizer(setting: OptSetting, steps_per_epoch: int,
+                   epochs: int) -> tuple[optax.GradientTransformation, optax.Schedule]:
+    """``(transform, schedule)``; call ``transform.update(grads, state, params)`` (params are needed for
+    L2 and weight decay), one member at a time (vmap it)."""
+    check_setting(setting)
+    if steps_per_epoch < 1 or epochs < 0:
+        raise ConfigError(f"make_optimizer needs steps_per_epoch >= 1 and epochs >= 0, got {steps_per_epoch}, {epochs}")
+    schedule = make_schedule(setting.schedule, setting.lr, steps_per_epoch, epochs, setting.warmup_epochs)
+    coupled = [optax.add_decayed_weights(setting.l2)] if setting.l2 > 0 else []
+    if setting.kind == "muon":
+        adam_schedule = lambda count: MUON_ADAM_LR_RATIO * schedule(count)
+        core = [optax.partition({"muon": _finish(scale_by_muon(setting.momentum, setting.nesterov), setting, schedule),
+                                 "adam": _finish(_direction("adam", setting), setting, adam_schedule)},
+                                muon_labels)]
+    else:
+        core = [_finish(_direction(setting.kind, setting), setting, schedule)]
+    return optax.chain(*coupled, *core), schedule
+
+
+def _direction(kind: str, s: OptSetting) -> optax.GradientTransformation:
+    if kind == "sgd":
+        return optax.identity()
+    if kind in ("momentum", "nesterov"):
+        return optax.trace(decay=s.momentum, nesterov=kind == "nesterov")
+    return optax.scale_by_adam(b1=s.b1, b2=s.b2, eps=s.eps)      # adam, adamw
+
+
+def _finish(direction, s: OptSetting, schedule: Callable) -> optax.GradientTransformation:
+    """direction -> (+ wd w, decoupled) -> x (-eta_t)."""
+    decoupled = [optax.add_decayed_weights(s.weight_decay)] if s.weight_decay > 0 else []
+    return optax.chain(direction, *decoupled, optax.scale_by_learning_rate(schedule))
+
+
+__all__ = ["OptSetting", "SETTINGS", "KINDS", "SCHEDULES", "resolve_setting", "check_setting",
+           "make_schedule", "make_optimizer", "scale_by_muon", "newton_schulz", "orthogonalize_kernel",
+           "muon_labels", "MUON_ADAM_LR_RATIO"]

@@ -1,0 +1,203 @@
+"""`python -m experiments.benchmark`: the quick set end to end, the JSON-line schema, ratios, bad input."""
+import json
+import math
+import time
+
+import jax
+import pytest
+
+from experiments import benchmark
+from experiments.benchmark import Variant
+
+# Smallest settings: MLP + ResNet-9 (lax conv), K = 1 and 2 (chunks of 2: chunked == vmap, not re-run). Every
+# compile of a conv step costs seconds here, so chunks of mixed sizes and the im2col lines' ratios are
+# checked without compiling, further down.
+SMALLEST = ["--quick", "--bench.models=mlp,resnet9", "--bench.conv_impls=lax", "--bench.members=1,2",
+            "--bench.repeats=2",
+            "--bench.image_size=4", "--phase.n_grid=8", "--phase.depth=5", "--phase.baseline_points=2"]
+DESIGN_FIELDS = {"platform", "model", "members", "strategy", "compile_s", "step_s", "members_per_s",
+                 "ratio_default_vs_sequential"}
+EXTRA_FIELDS = {"conv_impl", "batch_size", "width_mult", "flops_per_step", "achieved_flops", "peak_flops",
+                "device_kind"}
+
+
+@pytest.fixture(scope="module")
+def quick_run(tmp_path_factory):
+    out = tmp_path_factory.mktemp("bench")
+    import contextlib
+    import io
+    buf = io.StringIO()
+    t = time.perf_counter()
+    with contextlib.redirect_stdout(buf):
+        status = benchmark.run(SMALLEST + ["--out", str(out)])
+    return status, out, buf.getvalue(), time.perf_counter() - t
+
+
+def _train_lines(out):
+    lines = [json.loads(s) for s in (out / "benchmark.jsonl").read_text().splitlines()]
+    return lines, [r for r in lines if r["kind"] == "train_step"]
+
+
+def test_quick_runs_end_to_end_under_a_minute(quick_run):
+    status, out, stdout, seconds = quick_run
+    assert status == 0
+    assert seconds < 60, seconds
+    for name in ("config.json", "benchmark.jsonl", "table.md", "run.json"):
+        assert (out / name).stat().st_size > 0
+    lines, _ = _train_lines(out)
+    printed = [json.loads(s) for s in stdout.splitlines() if s.startswith("{")]
+    assert printed == lines                      # every JSON line is also printed
+    assert f"wrote {out}" in stdout
+
+
+def test_every_line_has_the_design_fields_with_sane_values(quick_run):
+    _, out, _, _ = quick_run
+    _, rows = _train_lines(out)
+    assert rows
+    for r in rows:
+        assert DESIGN_FIELDS | EXTRA_FIELDS <= set(r), set(DESIGN_FIELDS | EXTRA_FIELDS) - set(r)
+        assert r["platform"] == jax.default_backend()
+        assert r["compile_s"] > 0 and r["step_s"] > 0 and r["step_s_min"] <= r["step_s"]
+        assert r["members_per_s"] == pytest.approx(r["members"] / r["step_s"], rel=1e-9)
+        assert r["ratio_default_vs_sequential"] is not None and r["ratio_default_vs_sequential"] > 0
+        assert r["throughput_vs_one"] is not None and r["throughput_vs_one"] > 0
+        assert r["flops_per_step"] is None or r["flops_per_step"] > 0
+        if r["flops_per_step"]:
+            assert r["achieved_flops"] == pytest.approx(r["flops_per_step"] / r["step_s"], rel=1e-9)
+        assert (r["conv_impl"] is None) == (r["model"] == "mlp")
+
+
+def test_every_model_and_member_count_is_measured_with_each_distinct_strategy(quick_run):
+    _, out, _, _ = quick_run
+    _, rows = _train_lines(out)
+    got = {(r["model"], r["conv_impl"], r["members"], r["strategy"]) for r in rows}
+    want = set()
+    for model, impls in (("mlp", [None]), ("resnet9", ["lax"])):
+        for impl in impls:
+            want.add((model, impl, 1, "sequential"))   # K = 1: every strategy is the single-member step
+            want |= {(model, impl, 2, s) for s in ("sequential", "vmap")}
+    assert got == want
+    assert {r["chunk"] for r in rows if r["members"] == 2} == {1, 2}
+
+
+def test_ratios_are_the_default_and_each_strategy_over_sequential(quick_run):
+    _, out, _, _ = quick_run
+    _, rows = _train_lines(out)
+    from jaxinit.train import default_strategy
+    for model in ("mlp", "resnet9"):
+        ref_impl = None if model == "mlp" else "lax"
+        for k in (1, 2):
+            group = [r for r in rows if r["model"] == model and r["members"] == k]
+            by = {(r["conv_impl"], r["strategy"]): r for r in group}
+            seq = by[(ref_impl, "sequential")]["step_s"]
+            strategy = "sequential" if k == 1 else default_strategy(model, jax.default_backend())
+            want = by[(ref_impl, strategy)]["step_s"] / seq
+            assert all(r["ratio_default_vs_sequential"] == pytest.approx(want, rel=1e-9) for r in group)
+            for r in group:
+                assert r["ratio_vs_sequential"] == pytest.approx(r["step_s"] / seq, rel=1e-9)
+            if k == 1:
+                assert all(r["throughput_vs_one"] == pytest.approx(1.0) for r in group)
+
+
+def test_vmapped_flops_are_k_times_one_member(quick_run):
+    _, out, _, _ = quick_run
+    _, rows = _train_lines(out)
+    one = {(r["model"], r["conv_impl"]): r["flops_per_step"] for r in rows if r["members"] == 1}
+    for r in rows:
+        if r["members"] == 2 and r["flops_per_step"] and one[(r["model"], r["conv_impl"])]:
+            assert r["flops_per_step"] == pytest.approx(2 * one[(r["model"], r["conv_impl"])], rel=0.25), r
+
+
+def test_table_has_one_row_per_line(quick_run):
+    _, out, _, _ = quick_run
+    _, rows = _train_lines(out)
+    table = (out / "table.md").read_text()
+    body = [s for s in table.splitlines() if s.startswith("| ") and not s.startswith("| model")]
+    assert len(body) == len(rows)
+    run = json.loads((out / "run.json").read_text())
+    assert run["platform"] == jax.default_backend() and run["total_s"] > 0
+
+
+def _one_error_line(capsys):
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and err[0].startswith("error:"), err
+    return err[0]
+
+
+@pytest.mark.parametrize("args, fragment", [
+    (["--bogus"], "unknown argument"),
+    (["--preset", "nope"], "unknown preset"),
+    (["--quick", "--preset", "accel"], "--quick"),
+    (["--bench.members=0,4"], "bench.members"),
+    (["--bench.strategies=vmap"], "sequential"),
+    (["--bench.models=mlp,nope"], "bench.models"),
+    (["--bench.conv_impls=im2col"], "lax"),
+    (["--bench.repeats=0"], "bench.repeats"),
+    (["--bench.width_mult=0"], "width_mult"),
+    (["--bench.nope=1"], "unknown config key"),
+])
+def test_bad_input_exits_2_with_one_line(tmp_path, capsys, args, fragment):
+    assert benchmark.run(args + ["--out", str(tmp_path / "x")]) == 2
+    assert fragment in _one_error_line(capsys)
+
+
+def test_resume_is_refused_with_one_line(tmp_path, capsys):
+    out = tmp_path / "r"
+    out.mkdir()
+    (out / "config.json").write_text(json.dumps({}))
+    assert benchmark.run(["--resume", "--out", str(out)]) == 2
+    assert "--resume" in _one_error_line(capsys)
+
+
+def test_canonical_variants_and_distinct_strategies():
+    b = benchmark.QUICK.bench
+    assert benchmark.canonical(Variant("lax", "vmap"), 1, 2) == Variant("lax", "sequential")
+    assert benchmark.canonical(Variant("lax", "chunked"), 2, 2) == Variant("lax", "vmap")
+    assert benchmark.canonical(Variant("lax", "chunked"), 4, 2) == Variant("lax", "chunked")
+    assert benchmark.group_variants(b, "mlp", 1) == [Variant(None, "sequential")]
+    assert benchmark.group_variants(b, "mlp", 2) == [Variant(None, "sequential"), Variant(None, "vmap")]
+    assert len(benchmark.group_variants(b, "resnet9", 4)) == 6
+
+
+def test_nominal_peaks():
+    assert benchmark.nominal_peak_flops("NVIDIA H200") == pytest.approx(494.7e12)
+    assert benchmark.nominal_peak_flops("cpu") is None
+    assert all(math.isfinite(p) and p > 1e12 for p in benchmark.NOMINAL_PEAK_FLOPS.values())
+
+
+def test_presets_validate():
+    for name, cfg in benchmark.PRESETS.items():
+        benchmark.validate(cfg)
+    assert benchmark.PRESETS["accel"].bench.models[0] == "resnet9" and 16 in benchmark.PRESETS["accel"].bench.members
+
+
+def test_group_rows_refer_every_conv_impl_to_sequential_lax():
+    cfg = benchmark.QUICK
+    info = {"platform": "cpu", "device_kind": "cpu", "peak_flops": 1e12}
+    m = lambda step_s, flops=None: {"step_s": step_s, "step_s_min": step_s, "repeats": 1, "compile_s": 1.0,
+                                    "chunk": 1, "flops_per_step": flops}
+    one = benchmark.group_rows(cfg, info, "resnet9", 1, {Variant("lax", "sequential"): m(1.0)}, {})
+    assert one[0]["throughput_vs_one"] == 1.0 and one[0]["ratio_default_vs_sequential"] == 1.0
+    ones = {"lax": 1.0, "im2col": 0.5}                                        # one member's step, same group
+    measured = {Variant("lax", "sequential"): m(4.0, 8e9), Variant("lax", "vmap"): m(8.0),
+                Variant("im2col", "sequential"): m(3.0), Variant("im2col", "vmap"): m(2.0)}
+    rows = {(r["conv_impl"], r["strategy"]): r for r in benchmark.group_rows(cfg, info, "resnet9", 4, measured, ones)}
+    assert {r["ratio_default_vs_sequential"] for r in rows.values()} == {1.0}    # cpu conv default: sequential
+    assert rows[("im2col", "vmap")]["ratio_vs_sequential"] == 0.5               # against sequential *lax*
+    assert rows[("im2col", "vmap")]["throughput_vs_one"] == 1.0                 # 2 members/s vs 2 for one member
+    assert rows[("lax", "vmap")]["throughput_vs_one"] == 0.5
+    assert rows[("lax", "vmap")]["members_per_s"] == 0.5
+    assert rows[("lax", "sequential")]["achieved_flops"] == 2e9
+    assert rows[("lax", "sequential")]["flops_utilization"] == 2e-3
+    gpu = benchmark.group_rows(cfg, {**info, "platform": "gpu"}, "resnet9", 4, measured, ones)
+    assert {r["ratio_default_vs_sequential"] for r in gpu} == {2.0}             # gpu default: vmap
+
+
+def test_chunked_sweep_splits_members_like_training():
+    b = benchmark.QUICK.bench                                   # chunk = 2
+    ds = benchmark.synthetic_dataset((4,), 8)
+    sweep = benchmark.make_sweep(b, "mlp", Variant(None, "chunked"), 3, ds)
+    assert benchmark.chunk_shapes(sweep) == [2, 1]              # a vmapped pair, then a vmapped single member
+    assert [m.sigma_w for m in sweep.members] == [0.5, 1.25, 2.0]
+    assert benchmark.chunk_shapes(benchmark.make_sweep(b, "mlp", Variant(None, "sequential"), 3, ds)) == [0, 0, 0]
+    assert benchmark.chunk_shapes(benchmark.make_sweep(b, "mlp", Variant(None, "vmap"), 3, ds)) == [3]

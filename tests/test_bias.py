@@ -1,0 +1,117 @@
+"""IGB estimators, class fractions, class-split gradient statistics and the member-parallel trainer."""
+import jax
+import jax.numpy as jnp
+import numpy as np
+import optax
+import pytest
+
+from jaxinit import bias, metrics
+from jaxinit.models import deep
+
+
+def _constructed(gamma, n_nodes=4000, n_inputs=20, seed=0):
+    """h_ia = mu_i + y_ia with Var(mu) = gamma, Var(y) = 1: the IGB model with a known gamma."""
+    rng = np.random.default_rng(seed)
+    mu = rng.normal(0.0, np.sqrt(gamma), (n_nodes, 1))
+    return jnp.asarray(mu + rng.normal(0.0, 1.0, (n_nodes, n_inputs)))
+
+
+@pytest.mark.parametrize("gamma", [0.25, 1.0, 4.0])
+def test_estimators_recover_a_known_gamma(gamma):
+    n = 20
+    s = metrics.igb_stats(_constructed(gamma, n_inputs=n))
+    assert float(s["gamma_corr"]) == pytest.approx(gamma, rel=0.08)
+    # the naive estimator is inflated by (1 + gamma) / (n - 1): visible at n = 20
+    assert float(s["gamma"]) == pytest.approx(gamma + (1 + gamma) / (n - 1), rel=0.08)
+    assert float(s["gamma"]) > float(s["gamma_corr"]) * (1 + 0.5 / n)
+    assert float(s["c"]) == pytest.approx(float(s["gamma_corr"] / (1 + s["gamma_corr"])), rel=1e-5)
+
+
+def test_gram_moments_match_the_explicit_gram_matrix():
+    h = jax.random.normal(jax.random.key(0), (30, 7)) + 0.3
+    g = h.T @ h / 30
+    q, p = metrics.gram_moments(h)
+    assert float(q) == pytest.approx(float(jnp.trace(g) / 7), rel=1e-5)
+    assert float(p) == pytest.approx(float((g.sum() - jnp.trace(g)) / 42), rel=1e-5)
+
+
+def test_igb_stats_agree_with_theory_estimate():
+    tigb = pytest.importorskip("theory.igb")
+    h = _constructed(1.5, n_nodes=500, n_inputs=12, seed=3)
+    ours, theirs = metrics.igb_stats(h), tigb.estimate(h)
+    for k in ("gamma_corr", "sigma_y2"):
+        assert float(ours[k]) == pytest.approx(float(theirs[k]), rel=1e-3), k
+    # sigma_mu2 and the naive gamma may centre mu over nodes (Var_i): agree up to O(1/N)
+    assert float(ours["gamma"]) == pytest.approx(float(theirs["gamma"]), rel=0.02)
+
+
+def test_class_fractions_and_f_max():
+    logits = jnp.array([[2.0, 0.0, 1.0], [0.0, 3.0, 1.0], [5.0, 0.0, 0.0], [1.0, 0.0, 0.0]])
+    np.testing.assert_allclose(metrics.class_fractions(logits), [0.75, 0.25, 0.0])
+    assert float(metrics.f_max(logits)) == 0.75
+
+
+def test_class_split_uses_the_right_samples():
+    values = jnp.arange(10.0)
+    labels = jnp.array([1, 0, 1, 1, 0, 0, 1, 0, 1, 1])
+    split = metrics.class_split_quantiles(values, labels, jnp.array(1), (0.0, 0.5, 1.0))
+    np.testing.assert_allclose(split["favoured"], np.quantile([0, 2, 3, 6, 8, 9], [0, 0.5, 1]))
+    np.testing.assert_allclose(split["others"], np.quantile([1, 4, 5, 7], [0, 0.5, 1]))
+    np.testing.assert_allclose(split["all"], [0, 4.5, 9])
+    empty = metrics.class_split_quantiles(values, labels, jnp.array(2), (0.5,))
+    assert np.isnan(empty["favoured"]).all() and float(empty["others"][0]) == 4.5
+
+
+def test_favoured_class_samples_get_small_gradients():
+    """A net that predicts class 1 for everything: samples labelled 1 get ~0 signal, the rest do not."""
+    spec = deep.DeepSpec(d_in=16, width=64, depth=3, n_out=10, act="tanh")
+    params, _ = deep.init(jax.random.key(1), 1.0, 0.05, spec)
+    params["b_out"] = params["b_out"].at[1].set(20.0)
+    x = bias.to_sphere(jax.random.normal(jax.random.key(2), (40, 16)))
+    labels = jnp.arange(40) % 2
+    out = jax.jit(bias.probe_network, static_argnames=("spec", "with_grads"))(
+        deep.draw(jax.random.key(1), spec), 1.0, 0.05, x, labels, spec)
+    assert out["grad_quantiles"].shape == (4, 3, 5)
+    signals = jax.jit(bias.backprop_signals, static_argnames="spec")(params, x, labels, spec)
+    fav, other = signals[:, labels == 1], signals[:, labels == 0]
+    assert float(fav.max()) < 1e-6 * float(other.min())
+    split = jax.vmap(lambda v: metrics.class_split_quantiles(v, labels, jnp.array(1), bias.QUANTILES))(signals)
+    np.testing.assert_allclose(split["favoured"][:, 2], np.median(np.asarray(fav), axis=1), rtol=1e-5, atol=1e-30)
+
+
+def test_probe_grid_is_paired_vmapped_and_never_recompiles():
+    spec = deep.DeepSpec(d_in=8, width=16, depth=3, n_out=10, act="tanh")
+    x = bias.to_sphere(jax.random.normal(jax.random.key(3), (12, 8)))
+    labels = jnp.arange(12) % 2
+    key = jax.random.key(4)
+    grid = bias.probe_grid(key, jnp.array([1.0, 3.0]), jnp.array([0.1, 0.1]), x, labels, spec, False)
+    size = bias.probe_grid._cache_size()
+    single = bias.probe_grid(key, jnp.array([5.0, 3.0]), jnp.array([0.2, 0.1]), x, labels, spec, False)
+    assert bias.probe_grid._cache_size() == size
+    np.testing.assert_allclose(grid["c"][1], single["c"][1], rtol=1e-5)     # same draw at the same scale
+    assert not np.allclose(grid["c"][0], single["c"][0])
+
+
+def test_steps_to_target():
+    steps = np.array([0, 1, 5, 10])
+    acc = np.array([[0.5, 0.5], [0.9, 0.6], [0.95, 0.7], [0.95, 0.75]])
+    np.testing.assert_array_equal(bias.steps_to_target(steps, acc, 0.9), [1, np.nan])
+    assert bias.eval_steps(10, 4, 2) == [0, 1, 2, 4, 8, 10]
+
+
+def test_members_train_like_single_runs_and_diverged_members_freeze():
+    spec = deep.DeepSpec(d_in=8, width=16, depth=3, n_out=2, act="relu")
+    rng = np.random.default_rng(0)
+    data = {"x_train": jnp.asarray(rng.normal(size=(64, 8)), jnp.float32), "y_train": jnp.asarray(rng.integers(0, 2, 64)),
+            "x_test": jnp.asarray(rng.normal(size=(16, 8)), jnp.float32), "y_test": jnp.asarray(rng.integers(0, 2, 16))}
+    opt = optax.adam(1e-2)
+    both = bias.Members(jnp.array([1.0, 2.0]), jnp.array([0.1, 0.1]), jnp.array([0, 0]))
+    hist = bias.train_members(jax.random.key(5), both, spec, opt, data, 5, 16, [0, 5])
+    alone = bias.train_members(jax.random.key(5), bias.Members(both.sigma_w2[1:], both.sigma_b2[1:], both.seed[1:]),
+                               spec, opt, data, 5, 16, [0, 5])
+    np.testing.assert_allclose(hist["train_loss"][:, 1], alone["train_loss"][:, 0], rtol=1e-4)
+    assert hist["train_loss"][1, 1] < hist["train_loss"][0, 1]
+    blown = bias.Members(jnp.array([1.0, 1e38]), jnp.array([0.1, 0.1]), jnp.array([0, 0]))
+    hist = bias.train_members(jax.random.key(5), blown, spec, opt, data, 3, 16, [0, 3])
+    assert hist["alive"][-1].tolist() == [True, False]
+    assert np.isfinite(hist["train_loss"][-1, 0])

@@ -1,0 +1,167 @@
+"""Models: shapes on every input kind, BatchNorm state, jit == eager, im2col == lax, a gradient step."""
+import dataclasses
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+import pytest
+
+from jaxinit.config import ConfigError, ModelConfig
+from jaxinit.models import Model, layers, make_model
+from jaxinit.models.resnet import make_cifar_resnet
+
+INPUTS = {"digits": (8, 8, 1), "mnist": (28, 28, 1), "cifar": (32, 32, 3), "mnist1d": (40, 1)}
+TINY = {
+    "mlp_bn": ModelConfig(name="mlp", width=16, depth=2, batchnorm=True),
+    "mlp": ModelConfig(name="mlp", width=16, depth=2, batchnorm=False, activation="tanh"),
+    "resnet9": ModelConfig(name="resnet9", width_mult=0.125),          # 8-16-32-64 channels
+    "resnet20": ModelConfig(name="resnet20", width_mult=0.25),         # 4-8-16 channels
+}
+N_CLASSES = 10
+B = 4
+
+
+def _x(shape, batch=B, seed=1):
+    # numpy, not jax.random: every new shape would compile another threefry kernel
+    return jnp.asarray(np.random.default_rng(seed).standard_normal((batch, *shape)), jnp.float32)
+
+
+def _train_then_eval(model: Model):
+    """One jitted program: init, a train-mode pass, an eval pass with the updated state."""
+    def run(key, sigma_w, x):
+        params, state = model.init(key, sigma_w)
+        logits_train, new_state = model.apply(params, state, x, train=True)
+        logits_eval, eval_state = model.apply(params, new_state, x, train=False)
+        return state, logits_train, new_state, logits_eval, eval_state
+    return jax.jit(run)
+
+
+@pytest.mark.parametrize("input_kind", INPUTS)
+@pytest.mark.parametrize("model_name", TINY)
+def test_forward_every_model_every_input(model_name, input_kind):
+    cfg, shape = TINY[model_name], INPUTS[input_kind]
+    model = make_model(cfg, shape, N_CLASSES)
+    with jax.numpy_rank_promotion("raise"):
+        state0, logits_train, new_state, logits_eval, eval_state = _train_then_eval(model)(
+            jax.random.key(0), jnp.float32(1.0), _x(shape))
+    for logits in (logits_train, logits_eval):
+        assert logits.shape == (B, N_CLASSES) and bool(jnp.all(jnp.isfinite(logits)))
+    assert float(jnp.std(logits_train)) > 0
+    if cfg.batchnorm:
+        changed = jax.tree.map(lambda a, b: not np.allclose(a, b), state0, new_state)
+        assert all(jax.tree.leaves(changed)), "train mode must update every running statistic"
+        jax.tree.map(np.testing.assert_array_equal, new_state, eval_state)   # eval leaves it alone
+    else:
+        assert state0 == {} and new_state == {} and eval_state == {}
+
+
+def test_resnet9_width_mult_channels():
+    model = make_model(TINY["resnet9"], (32, 32, 3), N_CLASSES)
+    shapes = jax.eval_shape(model.init, jax.random.key(0), 1.0)[0]
+    out_channels = [shapes[u]["conv"]["kernel"].shape[-1] for u in ("prep", "layer1", "layer2", "layer3")]
+    assert out_channels == [8, 16, 32, 64]
+    assert shapes["head"]["kernel"].shape == (64, N_CLASSES) and "bias" not in shapes["head"]
+
+
+@pytest.mark.parametrize("depth", [20, 56, 110])
+def test_cifar_resnet_depths_by_shape(depth):
+    cfg = ModelConfig(name=f"resnet{depth}", width_mult=0.25)
+    model = make_model(cfg, (32, 32, 3), N_CLASSES)
+    params, state = jax.eval_shape(model.init, jax.random.key(0), 1.0)
+    out, _ = jax.eval_shape(lambda p, s, x: model.apply(p, s, x, train=True), params, state, _x((32, 32, 3)))
+    convs = [p for p, _ in jax.tree_util.tree_flatten_with_path(params)[0] if "conv" in jax.tree_util.keystr(p)]
+    assert len(convs) + 1 == depth            # 6n + 1 convs (no shortcut convs: option A) + the head
+    assert out.shape == (B, N_CLASSES)
+    assert params["stage3_block0"]["unit1"]["conv"]["kernel"].shape == (3, 3, 8, 16)
+
+
+def test_batchnorm_eval_uses_running_statistics():
+    model = make_model(TINY["mlp_bn"], (8, 8, 1), N_CLASSES)
+    params, state = model.init(jax.random.key(0), 1.0)
+    x = _x((8, 8, 1), batch=8) * 3.0 + 1.0
+    _, new_state = model.apply(params, state, x, train=True)
+    eval_fresh, _ = model.apply(params, state, x, train=False)
+    eval_new, _ = model.apply(params, new_state, x, train=False)
+    assert not np.allclose(eval_fresh, eval_new, atol=1e-3)         # eval reads the state
+    half_eval, _ = model.apply(params, new_state, x[:4], train=False)
+    np.testing.assert_allclose(half_eval, eval_new[:4], rtol=1e-5, atol=1e-6)  # per-example in eval
+    half_train, _ = model.apply(params, state, x[:4], train=True)
+    full_train, _ = model.apply(params, state, x, train=True)
+    assert not np.allclose(half_train, full_train[:4], atol=1e-3)    # batch statistics in train
+
+
+def _resnet8(shape, **overrides):
+    """ResNet-(6n+2) with n = 1: the ResNet-20 code path at a third of the compile time."""
+    return make_cifar_resnet(dataclasses.replace(TINY["resnet20"], **overrides), shape, N_CLASSES, depth=8)
+
+
+@pytest.mark.parametrize("model_name, input_kind", [("resnet8", "mnist1d"), ("mlp_bn", "digits")])
+def test_jit_equals_eager(model_name, input_kind):
+    model = (_resnet8(INPUTS[input_kind]) if model_name == "resnet8"
+             else make_model(TINY[model_name], INPUTS[input_kind], N_CLASSES))
+    params, state = model.init(jax.random.key(0), 1.3)
+    x = _x(INPUTS[input_kind])
+    for train in (True, False):
+        eager = model.apply(params, state, x, train=train)
+        jitted = jax.jit(lambda p, s, x: model.apply(p, s, x, train=train))(params, state, x)
+        jax.tree.map(lambda a, b: np.testing.assert_allclose(a, b, rtol=1e-5, atol=1e-5), eager, jitted)
+
+
+@pytest.mark.parametrize("x_shape, window, stride", [
+    ((2, 7, 7, 3), (3, 3), 1), ((2, 8, 6, 2), (3, 3), 2), ((2, 9, 4), (3,), 1), ((2, 10, 4), (3,), 2),
+    ((2, 5, 5, 4), (1, 1), 2)])
+def test_im2col_conv_equals_lax_conv(x_shape, window, stride):
+    kernel = _x((*window, x_shape[-1], 5), batch=1, seed=0)[0]
+    params = {"kernel": kernel, "bias": jnp.arange(5.0)}
+    x = _x(x_shape[1:], batch=x_shape[0])
+    conv = jax.jit(layers.conv_apply, static_argnames=("stride", "impl"))
+    ref, out = (conv(params, x, stride=stride, impl=impl) for impl in ("lax", "im2col"))
+    assert ref.shape == (x_shape[0], *(-(-n // stride) for n in x_shape[1:-1]), 5)   # 'SAME': ceil(n / s)
+    np.testing.assert_allclose(out, ref, rtol=1e-5, atol=1e-5)
+
+
+def test_im2col_model_equals_lax_model():
+    shape, results = INPUTS["mnist1d"], []
+    for impl in ("lax", "im2col"):
+        model = _resnet8(shape, conv_impl=impl)
+        results.append(_train_then_eval(model)(jax.random.key(0), jnp.float32(0.7), _x(shape))[1:])
+    jax.tree.map(lambda a, b: np.testing.assert_allclose(a, b, rtol=1e-4, atol=1e-5), *results)
+
+
+@pytest.mark.parametrize("model_name", ["mlp_bn", "resnet8"])
+def test_one_sgd_step_lowers_loss(model_name):
+    shape = INPUTS["mnist1d"]
+    model = _resnet8(shape) if model_name == "resnet8" else make_model(TINY[model_name], shape, N_CLASSES)
+    x, y = _x(shape, batch=8), jnp.arange(8) % N_CLASSES
+
+    def loss(params, state):
+        logits, _ = model.apply(params, state, x, train=True)
+        return -jnp.mean(jnp.take_along_axis(jax.nn.log_softmax(logits), y[:, None], axis=1))
+
+    @jax.jit
+    def before_after(key):
+        params, state = model.init(key, 1.0)
+        value, grads = jax.value_and_grad(loss)(params, state)
+        stepped = jax.tree.map(lambda p, g: p - 0.05 * g, params, grads)
+        return value, loss(stepped, state), optax_global_norm(grads)
+
+    before, after, grad_norm = before_after(jax.random.key(0))
+    assert float(grad_norm) > 0
+    assert float(after) < float(before) - 1e-4
+
+
+def optax_global_norm(tree):
+    return jnp.sqrt(sum(jnp.sum(jnp.square(g)) for g in jax.tree.leaves(tree)))
+
+
+@pytest.mark.parametrize("overrides, shape, match", [
+    ({"name": "lenet"}, (8, 8, 1), "model.name"),
+    ({"name": "resnet20", "conv_impl": "fft"}, (8, 8, 1), "conv_impl"),
+    ({"name": "resnet9", "width_mult": 0.0}, (8, 8, 1), "width_mult"),
+    ({"name": "resnet20"}, (64,), "spatial"),
+    ({"name": "mlp", "activation": "swish2"}, (64,), "activation"),
+    ({"name": "mlp", "depth": -1}, (64,), "depth"),
+])
+def test_bad_model_config_raises(overrides, shape, match):
+    with pytest.raises(ConfigError, match=match):
+        make_model(ModelConfig(**overrides), shape, N_CLASSES)

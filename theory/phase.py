@@ -1,0 +1,124 @@
+"""Phases of the trainability paper and vectorised phase diagrams over (sigma_w2, sigma_b2).
+
+THEORY.md section 5 (Bassi et al. 2026, arXiv 2505.12096), with `chi` the forward criterion
+`chi_1~` (equal to `chi_1` for every activation but pooled ReLU, see `theory.meanfield`):
+
+| code | phase                      | condition                                               |
+|------|----------------------------|---------------------------------------------------------|
+| 0    | ordered deep prejudice     | `chi < 1` (then `c* = 1`): persistent bias, vanishing gradients |
+| 1    | transient deep prejudice   | `|chi - 1| <= eoc_tol`: edge of chaos, bias absorbed early |
+| 2    | chaotic deep prejudice     | `chi > 1` and `c* = 1` (unbounded activations)          |
+| 3    | prejudice                  | `chi > 1` and `1/2 < c* < 1` (bounded activations)      |
+| 4    | neutrality                 | `chi > 1` and `c* <= 1/2` (gamma <= 1)                  |
+
+The edge of chaos is a line; on a grid it is the band `|chi - 1| <= eoc_tol` (default 0.01, about
+one cell of a 200-point grid over sigma_w2 in (0, 6]); figures draw the exact curve from
+`meanfield.eoc` on top.
+"""
+from __future__ import annotations
+
+import functools
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+from jax import lax
+
+from theory import meanfield as mf
+from theory.activations import Activation, get
+from theory.igb import gamma_of_c
+
+ORDERED_DEEP, TRANSIENT_DEEP, CHAOTIC_DEEP, PREJUDICE, NEUTRALITY = range(5)
+PHASE_LEGEND = {
+    ORDERED_DEEP: "ordered deep prejudice",
+    TRANSIENT_DEEP: "transient deep prejudice (EOC)",
+    CHAOTIC_DEEP: "chaotic deep prejudice",
+    PREJUDICE: "prejudice",
+    NEUTRALITY: "neutrality",
+}
+DEFAULT_EOC_TOL = 0.01
+BATCH = 8192   # grid points vmapped at once (lax.map batches): bounds memory, keeps vectorisation
+
+
+def classify(chi, c_star, eoc_tol: float = DEFAULT_EOC_TOL):
+    """Integer phase codes (see `PHASE_LEGEND`) from the criterion `chi` and the fixed point `c*`."""
+    chi, c_star = jnp.asarray(chi), jnp.asarray(c_star)
+    deep = jnp.where(chi < 1.0, ORDERED_DEEP, CHAOTIC_DEEP)
+    shallow = jnp.where(c_star > 0.5, PREJUDICE, NEUTRALITY)
+    code = jnp.where((chi < 1.0) | (c_star >= 1.0), deep, shallow)
+    return jnp.where(jnp.abs(chi - 1.0) <= eoc_tol, TRANSIENT_DEEP, code).astype(jnp.int32)
+
+
+def _last_c(sw, sb, act: Activation, depth: int):
+    """Correlation at layer `depth` of `propagate` (q0 = 1, c0 = 0), without storing the layers."""
+    q1 = sw + sb
+    c1 = sb / q1
+
+    def layer(carry, _):
+        q, c = carry
+        return (mf._q_map(q, sw, sb, act), mf._c_map(c, q, sw, sb, act)), None
+
+    (_, c), _ = lax.scan(layer, (q1, c1), None, length=depth - 1)
+    return c
+
+
+def _point(sw, sb, act: Activation, depth: int, criterion: str, eoc_tol: float):
+    q_star = mf._q_star(sw, sb, act)
+    c_star = mf._c_star(q_star, sw, sb, act)
+    chi1 = mf._chi1(sw, q_star, act)
+    chi1_tilde = mf._chi1_tilde(sw, q_star, act)
+    c_depth = _last_c(sw, sb, act, depth)
+    chi = chi1_tilde if criterion == "forward" else chi1
+    return {"chi1": chi1, "chi1_tilde": chi1_tilde, "q_star": q_star, "c_star": c_star,
+            "c_depth": c_depth, "gamma_depth": gamma_of_c(c_depth),
+            "phase": classify(chi, c_star, eoc_tol)}
+
+
+@functools.partial(jax.jit, static_argnums=(0, 1, 2, 3))
+def _diagram(act_name: str, depth: int, criterion: str, eoc_tol: float, sw, sb):
+    """vmapped `_point` over flat grids in batches of `BATCH` (the caller pads to a multiple of it)."""
+    act = get(act_name)
+    fn = jax.vmap(functools.partial(_point, act=act, depth=depth, criterion=criterion, eoc_tol=eoc_tol))
+    if sw.shape[0] <= BATCH:
+        return fn(sw, sb)
+    chunks = lambda x: x.reshape(-1, BATCH)
+    out = lax.map(lambda xs: fn(*xs), (chunks(sw), chunks(sb)))
+    return jax.tree.map(lambda x: x.reshape(-1), out)
+
+
+def _pad(x: np.ndarray) -> np.ndarray:
+    """Pad a flat grid (by repeating its last point) to a multiple of BATCH when it exceeds BATCH."""
+    if x.size <= BATCH:
+        return x
+    return np.concatenate([x, np.full((-x.size) % BATCH, x[-1])])
+
+
+def phase_diagram(act: str, sigma_w2, sigma_b2, depth: int, eoc_tol: float = DEFAULT_EOC_TOL,
+                  criterion: str = "forward") -> dict:
+    """Mean-field and IGB quantities on the grid `sigma_w2 x sigma_b2` (1-D grids), vectorised.
+
+    Returns numpy arrays of shape `(len(sigma_w2), len(sigma_b2))` (`[i, j]` is
+    `(sigma_w2[i], sigma_b2[j])`): `chi1`, `chi1_tilde`, `q_star`, `c_star`, `c_depth` and
+    `gamma_depth` (`c` and `gamma = c/(1-c)` at layer `depth` of `propagate`, inputs with
+    `q0 = 1`, `c0 = 0`), `phase` (int codes, `PHASE_LEGEND`), plus the 1-D grids. Classification
+    uses `chi1_tilde` (`criterion="forward"`, THEORY.md section 2) or `chi1` (`"gradient"`).
+    One jitted program per (act, depth, criterion, eoc_tol): the grid points are vmapped in batches
+    of `BATCH`, and changing the grid values does not recompile.
+    """
+    get(act)
+    mf._check_criterion(criterion)
+    if int(depth) < 1:
+        raise ValueError(f"depth must be >= 1, got {depth}")
+    w = np.asarray(sigma_w2, dtype=np.float64).reshape(-1)
+    b = np.asarray(sigma_b2, dtype=np.float64).reshape(-1)
+    ww, bb = np.meshgrid(w, b, indexing="ij")
+    with jax.enable_x64(True):
+        out = _diagram(act, int(depth), criterion, float(eoc_tol), jnp.asarray(_pad(ww.reshape(-1))),
+                       jnp.asarray(_pad(bb.reshape(-1))))
+        result = {k: np.asarray(v)[:ww.size].reshape(ww.shape) for k, v in out.items()}
+    result["sigma_w2"], result["sigma_b2"] = w, b
+    return result
+
+
+__all__ = ["PHASE_LEGEND", "ORDERED_DEEP", "TRANSIENT_DEEP", "CHAOTIC_DEEP", "PREJUDICE", "NEUTRALITY",
+           "classify", "phase_diagram"]
