@@ -16,13 +16,14 @@ venv: $(BIN)/python
 demo: venv
 	$(BIN)/python -m experiments.forgetting --out runs/forgetting_cpu
 
+# Two workers: XLA compiles on one thread, so the second core halves the suite's wall time.
 test: venv
-	$(BIN)/python -m pytest -q -m "not slow"
+	$(BIN)/python -m pytest -q -m "not slow" -n 2
 
-# One prepared command for an accelerator machine: benchmark JSON in < 5 minutes.
+# One prepared command for an accelerator machine (< 5 minutes): JSON lines in $(OUT)/bench_accel/benchmark.jsonl.
+OUT ?= runs
 bench-accel: venv
-	mkdir -p $(or $(OUT),runs)
-	$(BIN)/python -m experiments.benchmark --out $(or $(OUT),runs)/bench_accel | tee $(or $(OUT),runs)/bench_accel.jsonl
+	$(BIN)/python -m experiments.benchmark --preset accel --out $(OUT)/bench_accel
 
 clean:
 	rm -rf runs .pytest_cache

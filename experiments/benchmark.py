@@ -7,9 +7,12 @@ the chunks `train.build_sweep` makes from `compiled_fns`, `TrainState`s from the
 (model, K) are timed interleaved (repeat r runs every variant once, in a rotated order), so their
 ratios share the machine's load; step times are medians over `bench.repeats`.
 
-    python -m experiments.benchmark --quick             # tiny widths, ~1-2 min on 2 CPU cores
-    python -m experiments.benchmark                     # `cpu` set on a CPU, `accel` set on a GPU/TPU
-    python -m experiments.benchmark --preset accel --out runs/bench_accel   # make bench-accel, < 5 min on an H200
+    python -m experiments.benchmark --quick      # tiny widths: 4 min on the 2-core CPU below (compiles dominate)
+    python -m experiments.benchmark              # preset `default` (= `cpu`) on a CPU, `accel` on a GPU/TPU
+    make bench-accel OUT=runs                    # accel: ResNet-9 full width, K = 1..16; budgeted for < 5 min
+
+Runtime of `default` on a 2-core AMD EPYC VM shared with other jobs (load average ~8, jax 0.10.2): 12 min
+wall, 6 min CPU, 3 repeats (compiles ~55 % of it). `accel` has not run on an accelerator yet.
 
 Writes DIR/benchmark.jsonl (one JSON line per case, also printed), DIR/table.md and DIR/run.json
 (machine, total time, skipped cases). Fields of a `train_step` line: `platform`, `device_kind`, `model`,
@@ -24,7 +27,11 @@ steps, same K), `ratio_vs_sequential` (this line's step time / the same denomina
 `flops_utilization`. A `phase_diagram` line times the vmapped theory phase diagram against the
 per-point numpy/scipy baseline.
 
-Measured numbers and the machine: README ("Benchmark").
+Headline (`default`, 2-core AMD EPYC VM, medians of 3 interleaved repeats; step time of 8 members / 8
+sequential single-member steps): MLP 784-512x4 b128: vmap 1.19, chunked(4) 0.94; ResNet-20 x0.25 b32: vmap
+2.27, vmap+im2col 1.62; ResNet-9 x0.125 b32: vmap 3.53, vmap+im2col 2.05; sequential lax conv is the
+fastest conv strategy at every K. Tanh phase diagram 200 x 200, depth 100: 6.8 s (compile included)
+against ~3,500 s point by point (510x). Full table and machine: README ("Benchmark").
 """
 from __future__ import annotations
 
@@ -66,6 +73,7 @@ NOMINAL_PEAK_FLOPS = {
 
 @dataclass(frozen=True)
 class BenchSection:
+    enabled: bool = True            # false: only the phase-diagram timing
     models: tuple[str, ...] = ("mlp", "resnet20", "resnet9")
     members: tuple[int, ...] = (1, 4, 8, 16)
     strategies: tuple[str, ...] = STRATEGIES
@@ -93,6 +101,7 @@ class PhaseSection:
     n_grid: int = 200               # grid points per axis of the jax phase diagram
     depth: int = 100
     baseline_points: int = 20       # per-point numpy/scipy baseline: points timed (extrapolated to the grid)
+    repeats: int = 3                # first calls of the jax diagram (caches cleared before each)
 
 
 @dataclass(frozen=True)
@@ -109,11 +118,11 @@ QUICK = BenchmarkConfig(
     bench=BenchSection(members=(1, 2, 4), batch_size=32, conv_batch_size=8, mlp_width=32, mlp_depth=2,
                        width_mult=0.0625, image_size=8, chunk=2, steps=2, conv_steps=1, repeats=3,
                        max_epoch_s=10.0),
-    phase=PhaseSection(n_grid=20, depth=20, baseline_points=4))
+    phase=PhaseSection(n_grid=20, depth=20, baseline_points=4, repeats=1))
 # An H100/H200-class accelerator: ResNet-9 at full width, CIFAR shape and batch, K = 1..16 (< 5 min on an H200).
 ACCEL = BenchmarkConfig(
     bench=BenchSection(models=("resnet9",), members=(1, 16, 8, 4, 2), batch_size=128, conv_batch_size=128,
-                       width_mult=1.0, steps=5, conv_steps=5, repeats=5, max_epoch_s=60.0, budget_s=240.0),
+                       width_mult=1.0, steps=5, conv_steps=5, repeats=5, max_epoch_s=60.0, budget_s=200.0),
     phase=PhaseSection(n_grid=200, depth=100, baseline_points=20))
 
 PRESETS = {"default": CPU, "cpu": CPU, "quick": QUICK, "accel": ACCEL}
@@ -145,8 +154,9 @@ def validate(cfg: BenchmarkConfig) -> None:
     for name, value in _model_width_mults(b).items():
         if name not in BUILDERS or name == "mlp" or not (value > 0 and math.isfinite(value)):
             raise ConfigError(f"--bench.model_width_mult: {name}={value} needs a conv net and a finite value > 0")
-    if cfg.phase.n_grid < 1 or cfg.phase.depth < 1 or cfg.phase.baseline_points < 1:
-        raise ConfigError("--phase.n_grid, --phase.depth and --phase.baseline_points must be >= 1")
+    for key in ("n_grid", "depth", "baseline_points", "repeats"):
+        if getattr(cfg.phase, key) < 1:
+            raise ConfigError(f"--phase.{key} must be >= 1, got {getattr(cfg.phase, key)}")
     resolve_setting(b.optimizer, OptConfig())
 
 
@@ -457,9 +467,9 @@ def phase_rows(cfg: BenchmarkConfig, info: dict) -> list[dict]:
         print(f"phase diagram timing skipped: {err}", file=sys.stderr)
         return []
     p = cfg.phase
-    t = time_phase_diagram(n_grid=p.n_grid, depth=p.depth, baseline_points=p.baseline_points)
-    return [{"kind": "phase_diagram", "platform": info["platform"], "device_kind": info["device_kind"],
-             "model": "phase_diagram", **t}]
+    t = time_phase_diagram(n_grid=p.n_grid, depth=p.depth, baseline_points=p.baseline_points, repeats=p.repeats)
+    return [{**t, "kind": "phase_diagram", "platform": info["platform"], "device_kind": info["device_kind"],
+             "model": "phase_diagram"}]
 
 
 # --------------------------------------------------------------------------- table
@@ -482,11 +492,19 @@ def markdown_table(rows: list[dict]) -> str:
             f"{r['step_s']:.4g} | {r['members_per_s']:.3g} | {r['ratio_vs_sequential']:.2f} | "
             f"{_num(r['ratio_default_vs_sequential'], '.2f')} | {_num(r['throughput_vs_one'], '.2f')} | "
             f"{_num(r['achieved_flops'] and r['achieved_flops'] / 1e9, '.3g')} |")
-    for r in rows:
-        if r.get("kind") == "phase_diagram":
-            extra = {k: v for k, v in r.items() if k not in ("kind", "platform", "device_kind", "model")}
-            lines.append(f"\nphase diagram: {json.dumps(extra, sort_keys=True)}")
+    lines += [phase_line(r) for r in rows if r.get("kind") == "phase_diagram"]
     return "\n".join(lines)
+
+
+def phase_line(r: dict) -> str:
+    try:
+        return (f"\nphase diagram ({r['act']}, {r['n_grid']} x {r['n_grid']}, depth {r['depth']}): jax "
+                f"{r['jax_first_s']:.2f} s first call (compile included), {r['jax_second_s']:.2f} s next call; "
+                f"numpy/scipy {r['baseline_per_point_s']:.3g} s a point ({r['baseline_points']} points timed) "
+                f"-> {r['baseline_extrapolated_s']:.0f} s for the grid; speedup {r['speedup_first_call']:.0f}x "
+                f"/ {r['speedup_second_call']:.0f}x")
+    except (KeyError, TypeError, ValueError):
+        return "\nphase diagram: " + json.dumps(r, sort_keys=True)
 
 
 # --------------------------------------------------------------------------- entry point
@@ -500,7 +518,7 @@ def main(cfg: BenchmarkConfig, out: Path, resume: bool) -> None:
     jsonl.write_text("")
     clock, rows, skipped = CompileClock(), [], []
     try:
-        for name in b.models:
+        for name in b.models if b.enabled else ():
             ds = synthetic_dataset(input_shape(b, name), batch_size(b, name) * steps(b, name))
             compiled, previous = {}, {}
             for k in b.members:            # in the given order: a budget cuts the last ones

@@ -14,7 +14,7 @@ from experiments.benchmark import Variant
 # checked without compiling, further down.
 SMALLEST = ["--quick", "--bench.models=mlp,resnet9", "--bench.conv_impls=lax", "--bench.members=1,2",
             "--bench.repeats=2",
-            "--bench.image_size=4", "--phase.n_grid=8", "--phase.depth=5", "--phase.baseline_points=2"]
+            "--bench.image_size=4", "--phase.n_grid=8", "--phase.depth=5", "--phase.baseline_points=2", "--phase.repeats=1"]
 DESIGN_FIELDS = {"platform", "model", "members", "strategy", "compile_s", "step_s", "members_per_s",
                  "ratio_default_vs_sequential"}
 EXTRA_FIELDS = {"conv_impl", "batch_size", "width_mult", "flops_per_step", "achieved_flops", "peak_flops",
@@ -108,12 +108,23 @@ def test_vmapped_flops_are_k_times_one_member(quick_run):
             assert r["flops_per_step"] == pytest.approx(2 * one[(r["model"], r["conv_impl"])], rel=0.25), r
 
 
+def test_phase_diagram_is_timed_against_the_per_point_baseline(quick_run):
+    _, out, _, _ = quick_run
+    lines, _ = _train_lines(out)
+    (p,) = [r for r in lines if r["kind"] == "phase_diagram"]
+    assert p["platform"] == jax.default_backend() and p["points"] == 64 and p["depth"] == 5
+    assert p["jax_first_s"] > 0 and p["baseline_per_point_s"] > 0
+    assert p["baseline_extrapolated_s"] == pytest.approx(64 * p["baseline_per_point_s"], rel=1e-9)
+    assert p["baseline_max_abs_diff_chi1"] < 1e-3            # the two computations agree where both ran
+
+
 def test_table_has_one_row_per_line(quick_run):
     _, out, _, _ = quick_run
     _, rows = _train_lines(out)
     table = (out / "table.md").read_text()
     body = [s for s in table.splitlines() if s.startswith("| ") and not s.startswith("| model")]
     assert len(body) == len(rows)
+    assert "phase diagram (tanh, 8 x 8, depth 5)" in table
     run = json.loads((out / "run.json").read_text())
     assert run["platform"] == jax.default_backend() and run["total_s"] > 0
 

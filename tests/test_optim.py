@@ -8,8 +8,8 @@ import numpy as np
 import pytest
 
 from jaxinit.config import ConfigError, OptConfig
-from jaxinit.optim import (MUON_ADAM_LR_RATIO, SETTINGS, OptSetting, make_optimizer, make_schedule,
-                           muon_labels, resolve_setting)
+from jaxinit.optim import (MUON_ADAM_LR_RATIO, SETTINGS, OptSetting, check_setting, make_optimizer,
+                           make_schedule, muon_labels, resolve_setting)
 
 SPE, EPOCHS = 10, 4
 
@@ -211,7 +211,9 @@ def test_registry_defaults():
     assert _setting("sgd").lr == 0.05 and _setting("sgd").l2 == 0
     assert (_setting("sgd_l2").lr, _setting("sgd_l2").l2) == (0.1, 2e-2)
     assert _setting("muon").momentum == 0.95 and _setting("nesterov").nesterov
-    assert all(isinstance(s, OptSetting) for s in SETTINGS.values())
+    for s in SETTINGS.values():
+        assert isinstance(s, OptSetting)
+        check_setting(s)
 
 
 def test_resolve_precedence_global_over_entries_over_registry():

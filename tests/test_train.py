@@ -34,9 +34,14 @@ def test_member_order_is_setting_seed_sigma():
     assert [m.index for m in ms] == list(range(8))
 
 
+@pytest.fixture(scope="module")
+def vmap_reference():
+    return _train(replace(TINY, train=replace(TINY.train, strategy="vmap")))
+
+
 @pytest.mark.parametrize("strategy, chunk", [("sequential", 1), ("chunked", 4)])
-def test_every_strategy_gives_the_same_numbers(strategy, chunk):
-    ref_sweep, ref = _train(replace(TINY, train=replace(TINY.train, strategy="vmap")))
+def test_every_strategy_gives_the_same_numbers(strategy, chunk, vmap_reference):
+    ref_sweep, ref = vmap_reference
     sweep, other = _train(replace(TINY, train=replace(TINY.train, strategy=strategy, chunk=chunk)))
     assert sweep.strategy == strategy
     assert [len(c.members) for c in sweep.groups["sgd"]] == ([1] * 6 if chunk == 1 else [4, 2])
