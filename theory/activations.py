@@ -73,6 +73,7 @@ class Activation(NamedTuple):
     grad_kernel: Callable
     grad_moment: Callable
     grad_moment_inf: float  # lim_{q -> inf} grad_moment (unbounded, non-homogeneous); nan otherwise
+    exact_diagonal: bool = True   # kernel(q, 1) == second_moment(q) to the last bit (not for quadrature)
 
 
 # XLA's float64 arcsin / sin run ~7x slower than tanh on CPU (scalar calls) and the kernels below call
@@ -96,14 +97,23 @@ def _horner(coefs: np.ndarray, t):
     return acc
 
 
-def arcsin(x):
-    """arcsin on [-1, 1] (float64, differentiable; derivative infinite only at |x| = 1)."""
+def arcsin_with_complement(x, one_minus_x):
+    """arcsin(x) on [-1, 1] given also `1 - x` computed without cancellation (used near x = 1).
+
+    |x| <= 1/2: `x p(x^2)`; x > 1/2: `pi/2 - 2 y p(y^2)`, `y = sqrt((1 - x)/2)`; x < -1/2 by symmetry.
+    """
     a = jnp.abs(x)
     big = a > 0.5
-    t = jnp.where(big, 0.5 * (1.0 - a), x * x)
+    one_minus_a = jnp.where(x > 0, one_minus_x, 1.0 - a)
+    t = jnp.where(big, 0.5 * jnp.clip(one_minus_a, 0.0, None), x * x)
     series = _horner(_ASIN_SERIES, 8.0 * t - 1.0)
     outer = 0.5 * PI - 2.0 * jnp.sqrt(jnp.where(big, t, 0.25)) * series
     return jnp.where(big, jnp.sign(x) * outer, x * series)
+
+
+def arcsin(x):
+    """arcsin on [-1, 1] (float64, differentiable; derivative infinite only at |x| = 1)."""
+    return arcsin_with_complement(x, 1.0 - x)
 
 
 def sin_half_pi(theta):
@@ -192,12 +202,12 @@ def relu_max_grad_kernel(c):
     return 21.0 / 32.0 - theta / PI + theta ** 2 / (2 * PI ** 2) + a / (2 * PI) - a ** 2 / (2 * PI ** 2)
 
 
-def _relu_max_antiderivative(c):
-    """An antiderivative of `relu_max_grad_kernel` in `c` (term by term)."""
-    theta = jnp.arctan2(_sqrt1m(c), c)
-    s = _sqrt1m(c)
-    a = jnp.arcsin(_A_MAX * c)
-    sa = jnp.sqrt(1.0 - (_A_MAX * c) ** 2)
+def _relu_max_antiderivative(c, xp=jnp):
+    """An antiderivative of `relu_max_grad_kernel` in `c` (term by term); `xp=np` for float64 constants."""
+    s = xp.sqrt(xp.clip((1.0 - c) * (1.0 + c), 0.0, None))
+    theta = xp.arctan2(s, c)
+    a = xp.arcsin(_A_MAX * c)
+    sa = xp.sqrt(1.0 - (_A_MAX * c) ** 2)
     return (21.0 / 32.0 * c
             - (c * theta - s) / PI
             + (c * theta ** 2 - 2.0 * s * theta - 2.0 * c) / (2 * PI ** 2)
@@ -205,7 +215,7 @@ def _relu_max_antiderivative(c):
             - (c * a ** 2 + 2.0 / _A_MAX * sa * a - 2.0 * c) / (2 * PI ** 2))
 
 
-_RELU_MAX_F1 = float(_relu_max_antiderivative(np.float64(1.0)))
+_RELU_MAX_F1 = float(_relu_max_antiderivative(np.float64(1.0), np))   # numpy: float64 outside any x64 scope
 
 
 def relu_max_kernel_unit(c):
@@ -304,22 +314,26 @@ def _tanh_avgpool() -> Activation:
 
 
 # --------------------------------------------------------------------------- tanh + maxpool
-N_MAXPOOL_GL = 12
+N_MAXPOOL_GL = 10
 _Q_TINY = 1e-300
 
 
 def _max_partial_corr(t, uj, uk):
-    """Partial correlation of the two remaining orthant coordinates (Plackett's identity), clipped to [-1, 1].
+    """Plackett's partial correlation of the two remaining orthant coordinates, as `arcsin(rho)`, and `Q`.
 
-    `rho = t (Q + 1) / sqrt(X_j X_k)`, `Q = (1+u_j)(1+u_k) - t^2 u_j u_k`,
-    `X_j = (1+u_k)(2+u_j) - t^2 u_k (1+u_j)`, `X_k` with j and k swapped (written without cancellation,
-    so small `q` stays accurate). Returns `(rho, Q)`.
+    `rho = t (Q + 1) / sqrt(X_j X_k)` with `e = 1 - t^2`, `S = 2 + u_j + u_k`, `Q = 1 + u_j + u_k + e u_j u_k`,
+    `X_j = S + e u_k (1 + u_j)`, `X_k = S + e u_j (1 + u_k)`. `rho -> 1` as `t -> 1`, where arcsin has
+    infinite slope, so `1 - rho = D / (sqrt(X_j X_k) (sqrt(X_j X_k) + t (Q + 1)))` is formed from
+    `D = X_j X_k - t^2 (Q + 1)^2 = e S (S + u_j + u_k) + e^2 u_j u_k (1 + u_j + u_k + 2 S) + e^3 u_j^2 u_k^2`,
+    a sum of non-negative terms (no cancellation), and arcsin is evaluated from it.
     """
-    one_m_t2 = (1.0 - t) * (1.0 + t)
-    big_q = 1.0 + uj + uk + one_m_t2 * uj * uk
-    xj = (1.0 + uk) * (2.0 + uj) - t ** 2 * uk * (1.0 + uj)
-    xk = (1.0 + uj) * (2.0 + uk) - t ** 2 * uj * (1.0 + uk)
-    return jnp.clip(t * (big_q + 1.0) / jnp.sqrt(xj * xk), -1.0, 1.0), big_q
+    e = (1.0 - t) * (1.0 + t)
+    big_s = 2.0 + uj + uk
+    big_q = 1.0 + uj + uk + e * uj * uk
+    root = jnp.sqrt((big_s + e * uk * (1.0 + uj)) * (big_s + e * uj * (1.0 + uk)))
+    num = t * (big_q + 1.0)
+    d = e * big_s * (big_s + uj + uk) + e ** 2 * uj * uk * (1.0 + uj + uk + 2.0 * big_s) + e ** 3 * (uj * uk) ** 2
+    return arcsin_with_complement(num / root, d / (root * (root + num))), big_q
 
 
 def tanh_max_grad_kernel(q, c):
@@ -327,8 +341,8 @@ def tanh_max_grad_kernel(q, c):
     `(8/pi) sum_jk a_j a_k b_j b_k (1/4 + arcsin(rho_jk(c)) / (2 pi)) / sqrt(Q_jk(c))`."""
     uj, uk = _pair_u(jnp.maximum(q, _Q_TINY))
     c = jnp.asarray(c)[..., None]
-    rho, big_q = _max_partial_corr(c, uj, uk)
-    terms = (0.25 + arcsin(rho) / (2.0 * PI)) / jnp.sqrt(big_q)
+    asin_rho, big_q = _max_partial_corr(c, uj, uk)
+    terms = (0.25 + asin_rho / (2.0 * PI)) / jnp.sqrt(big_q)
     return (8.0 / PI) * jnp.sum(_PAIR_W * _PAIR_B * terms, axis=-1)
 
 
@@ -349,8 +363,8 @@ def tanh_max_kernel(q, c):
     width = (hi - lo)[..., None]
     theta = hi[..., None] - width * s ** 2                           # [..., P, n]
     t = sin_half_pi(theta) / bb[..., None]
-    rho, _ = _max_partial_corr(t, uj[..., None], uk[..., None])
-    integral = jnp.sum(arcsin(rho) * 2.0 * s * w, axis=-1) * (hi - lo)   # [..., P]
+    asin_rho, _ = _max_partial_corr(t, uj[..., None], uk[..., None])
+    integral = jnp.sum(asin_rho * 2.0 * s * w, axis=-1) * (hi - lo)   # [..., P]
     v = tanh_kernel(q, jnp.ones_like(q))
     return 0.5 * (v + tanh_kernel(q, c)) - (2.0 / PI ** 2) * jnp.sum(_PAIR_W * integral, axis=-1)
 
@@ -383,7 +397,8 @@ def _quadrature_activation(name: str, phi: Callable, dphi: Callable) -> Activati
         kernel=lambda q, c: quadrature.expect_2d(phi, phi, q, c, n2),
         grad_kernel=lambda q, c: quadrature.expect_2d(dphi, dphi, q, c, n2),
         grad_moment=lambda q: quadrature.expect_1d(lambda u: dphi(u) ** 2, q, n1),
-        grad_moment_inf=0.5)   # both tend to relu: E[relu'^2] = 1/2
+        grad_moment_inf=0.5,   # both tend to relu: E[relu'^2] = 1/2
+        exact_diagonal=False)
 
 
 def _gelu(x):

@@ -23,7 +23,9 @@ activations (`inf` when `sigma_w2 E[psi(z)^2] >= 1`: the variance grows without 
 bracketed root solve otherwise (`[sigma_b2, sigma_b2 + sigma_w2]` for bounded `psi`); `c* = 1`
 exactly wherever the slope of the c-map at `c = 1` is <= 1 (there the approach to 1 is at best
 algebraic, THEORY.md section 2), else the root of `(c' - c)/(1 - c)` in `[0, 1)`.
-Root solves are bisection followed by safeguarded Newton steps with fixed iteration counts (vmappable).
+Root solves have fixed iteration counts (vmappable): bisection for `q*` (56 halvings of a bracket of
+width `sigma_w2`), the edge of chaos and the neutrality line (80 halvings), bisection then
+safeguarded Newton steps for `c*`.
 
 Public functions take floats or arrays that broadcast, run in float64 inside `jax.enable_x64`
 (never switched on globally) and return numpy float64 arrays, so values survive outside the scope.
@@ -31,7 +33,6 @@ Public functions take floats or arrays that broadcast, run in float64 inside `ja
 from __future__ import annotations
 
 import functools
-import math
 
 import jax
 import jax.numpy as jnp
@@ -70,6 +71,8 @@ def solve_decreasing(f, lo, hi, n_bisect: int = N_BISECT, n_newton: int = N_NEWT
         return lo, hi, jnp.where(ok, step, 0.5 * (lo + hi))
 
     lo, hi = lax.fori_loop(0, n_bisect, bisect, (lo, hi))
+    if n_newton == 0:
+        return 0.5 * (lo + hi)
     _, _, x = lax.fori_loop(0, n_newton, newton, (lo, hi, 0.5 * (lo + hi)))
     return x
 
@@ -84,6 +87,11 @@ def _q_map(q, sw, sb, act: Activation):
     return sw * act.second_moment(q) + sb
 
 
+def _k1(q, act: Activation):
+    """`K(q, 1)`, the c-map's denominator: the second moment itself where that is bit-identical."""
+    return act.second_moment(q) if act.exact_diagonal else act.kernel(q, jnp.ones_like(q))
+
+
 def _one_minus_c_map(c, q, sw, sb, act: Activation, k1=None):
     """`1 - c'`, written as `sigma_w2 (K(1) - K(c)) / (sigma_w2 K(1) + sigma_b2)` to keep digits near c = 1.
 
@@ -93,7 +101,7 @@ def _one_minus_c_map(c, q, sw, sb, act: Activation, k1=None):
         r = _bias_ratio(sb, q)
         k1 = act.second_moment(1.0)
         return sw * (k1 - act.kernel(1.0, c)) / (sw * k1 + r)
-    k1 = act.kernel(q, jnp.ones_like(q)) if k1 is None else k1
+    k1 = _k1(q, act) if k1 is None else k1
     return sw * (k1 - act.kernel(q, c)) / (sw * k1 + sb)
 
 
@@ -106,8 +114,7 @@ def _c_slope(c, q, sw, sb, act: Activation):
     if act.homogeneous:
         r = _bias_ratio(sb, q)
         return sw * act.grad_kernel(1.0, c) / (sw * act.second_moment(1.0) + r)
-    k1 = act.kernel(q, jnp.ones_like(c))
-    slope = sw * q * act.grad_kernel(q, c) / (sw * k1 + sb)
+    slope = sw * q * act.grad_kernel(q, c) / (sw * _k1(q, act) + sb)
     return jnp.where(jnp.isinf(q), 1.0, slope)   # q* = inf (GELU, SiLU): the ReLU limit, slope 1
 
 
@@ -118,7 +125,7 @@ def _q_star(sw, sb, act: Activation):
         return jnp.where(a < 1.0, sb / jnp.where(a < 1.0, 1.0 - a, 1.0), jnp.inf)
     g = lambda q: _q_map(q, sw, sb, act) - q
     if act.bounded:          # 0 <= psi^2 <= 1  =>  q* in [sigma_b2, sigma_b2 + sigma_w2]
-        return solve_decreasing(g, sb, sb + sw, n_bisect=20, n_newton=6)
+        return solve_decreasing(g, sb, sb + sw, n_bisect=56, n_newton=0)
     return _q_star_unbounded(g, sw, sb)
 
 
@@ -146,13 +153,14 @@ def _q_star_unbounded(g, sw, sb):
 
 def _c_star(q, sw, sb, act: Activation):
     slope1 = _c_slope(1.0, q, sw, sb, act)
-    k1 = None if act.homogeneous else act.kernel(q, jnp.ones_like(q))
+    if act.homogeneous:
+        # every homogeneous registry entry has slope <= 1 at c = 1 everywhere (ReLU: = 1 exactly at q* = inf,
+        # where c -> 1 algebraically); nan would flag a violation; linear sigma_w2 > 1: every c is fixed
+        c_star = jnp.where(slope1 <= 1.0 + SLOPE_TOL, 1.0, jnp.nan)
+        return jnp.where(sw > 1.0, jnp.nan, c_star) if act.name == "linear" else c_star
+    k1 = _k1(q, act)
     h = lambda c: 1.0 - _one_minus_c_map(c, q, sw, sb, act, k1) / (1.0 - c)   # (c' - c) / (1 - c)
-    root = solve_decreasing(h, 0.0, 1.0)
-    c_star = jnp.where(slope1 <= 1.0 + SLOPE_TOL, 1.0, root)
-    if act.name == "linear":   # for sigma_w2 > 1 every c is a fixed point of the normalised map
-        c_star = jnp.where(sw > 1.0, jnp.nan, c_star)
-    return c_star
+    return jnp.where(slope1 <= 1.0 + SLOPE_TOL, 1.0, solve_decreasing(h, 0.0, 1.0))
 
 
 def _backward_factor(q, sw, act: Activation):
@@ -181,7 +189,7 @@ def _eoc(sb, act: Activation, criterion: str):
     # chi_1 = 1 and q = sigma_w2 V(q) + sigma_b2  <=>  sigma_w2 = 1 / D(q),  q - V(q)/D(q) - sigma_b2 = 0
     f = lambda q: sb + act.second_moment(q) / act.grad_moment(q) - q
     hi = Q_SEARCH_HI * (1.0 + sb)
-    q = solve_decreasing(f, sb, hi, n_bisect=80, n_newton=4)
+    q = solve_decreasing(f, sb, hi, n_bisect=80, n_newton=0)
     # sigma_b2 = 0 with f < 0 just above 0: the root is q* = 0 exactly, a degenerate root (f ~ -q^3 for
     # tanh) that bisection only resolves to ~1e-8; take it exactly (tanh 1, erf pi/4).
     q = jnp.where((sb == 0) & (f(jnp.full_like(sb, 1e-4)) < 0), 0.0, q)
@@ -196,11 +204,11 @@ def _neutrality(sb, act: Activation):
 
     def f(q):   # c'(1/2) - 1/2 at the fixed point q, times the c-map's denominator
         sw = sw_of_q(q)
-        return sw * act.kernel(q, half) + sb - 0.5 * (sw * act.kernel(q, jnp.ones_like(q)) + sb)
+        return sw * act.kernel(q, half) + sb - 0.5 * (sw * _k1(q, act) + sb)
 
     hi = sb + Q_SEARCH_HI * (1.0 + sb)
     lo = sb + 1e-12 * (1.0 + sb)
-    q = solve_decreasing(f, lo, hi, n_bisect=80, n_newton=4)
+    q = solve_decreasing(f, lo, hi, n_bisect=80, n_newton=0)
     sw = sw_of_q(q)
     # sigma_b2 = 0 and c* < 1/2 right above q = 0 (tanh: c* = 0 in the whole chaotic phase): the boundary
     # is the degenerate root q -> 0, sigma_w2 -> 1 / psi'(0)^2, which bisection resolves only to ~1e-8
@@ -211,9 +219,8 @@ def _neutrality(sb, act: Activation):
     return jnp.where((f(hi) < 0) & chaotic, sw, jnp.nan)
 
 
-def _depth_scales(sw, sb, act: Activation):
-    q = _q_star(sw, sb, act)
-    c = _c_star(q, sw, sb, act)
+def _depth_scales(q, c, sw, sb, act: Activation):
+    """`(xi_q, xi_c)` at the fixed point `(q, c)`."""
     if act.homogeneous:
         dq = sw * act.second_moment(1.0)
     else:
@@ -243,21 +250,27 @@ def _check_act(act: str) -> Activation:
     return get(act)
 
 
-def _fixed_point(sw, sb, act: Activation):
+def _summary(sw, sb, act: Activation) -> dict:
+    """Everything at one (sigma_w2, sigma_b2) that needs the fixed points: one compiled program per activation."""
     q = _q_star(sw, sb, act)
-    return q, _c_star(q, sw, sb, act)
+    c = _c_star(q, sw, sb, act)
+    xi_q, xi_c = _depth_scales(q, c, sw, sb, act)
+    return {"q_star": q, "c_star": c, "chi1": _chi1(sw, q, act), "chi1_tilde": _chi1_tilde(sw, q, act),
+            "xi_q": xi_q, "xi_c": xi_c}
+
+
+def _curves(sb, act: Activation) -> dict:
+    """Both EOC criteria and the neutrality line at one sigma_b2 (one program per activation)."""
+    forward = _eoc(sb, act, "forward")
+    gradient = _eoc(sb, act, "gradient") if act.homogeneous else forward
+    return {"eoc_forward": forward, "eoc_gradient": gradient, "neutrality": _neutrality(sb, act)}
 
 
 _POINT = {   # single-point kernels behind the public functions; vmapped by `_batched`
     "q_map": lambda act, q, sw, sb: _q_map(q, sw, sb, act),
     "c_map": lambda act, c, q, sw, sb: _c_map(c, q, sw, sb, act),
-    "fixed_point": lambda act, sw, sb: _fixed_point(sw, sb, act),
-    "chi1": lambda act, sw, sb: _chi1(sw, _q_star(sw, sb, act), act),
-    "chi1_tilde": lambda act, sw, sb: _chi1_tilde(sw, _q_star(sw, sb, act), act),
-    "eoc_forward": lambda act, sb: _eoc(sb, act, "forward"),
-    "eoc_gradient": lambda act, sb: _eoc(sb, act, "gradient"),
-    "neutrality": lambda act, sb: _neutrality(sb, act),
-    "depth_scales": lambda act, sw, sb: _depth_scales(sw, sb, act),
+    "summary": lambda act, sw, sb: _summary(sw, sb, act),
+    "curves": lambda act, sb: _curves(sb, act),
     "backward_factor": lambda act, q, sw: _backward_factor(q, sw, act),
 }
 
@@ -267,17 +280,29 @@ def _batched(kind: str, act_name: str, *args):
     return jax.vmap(functools.partial(_POINT[kind], get(act_name)))(*args)
 
 
+def bucket(n: int) -> int:
+    """Padded batch size: powers of two from 8, so calls of nearby sizes share one compiled program."""
+    return max(8, 1 << (n - 1).bit_length())
+
+
+def _flat_padded(args) -> tuple[tuple, int, list]:
+    """Broadcast float64 copies of `args`; return the shape, the size and flat copies padded to `bucket`."""
+    arrays = np.broadcast_arrays(*[np.asarray(a, dtype=np.float64) for a in args])
+    shape, size = arrays[0].shape, arrays[0].size
+    if size == 0:
+        raise ValueError("empty input")
+    pad = lambda a: jnp.asarray(np.concatenate([a.reshape(-1), np.full(bucket(size) - size, a.reshape(-1)[-1])]))
+    return shape, size, [pad(a) for a in arrays]
+
+
 def _run(kind: str, act: str, *args):
-    """Broadcast `args`, flatten, run the vmapped kernel in float64, reshape, return numpy arrays."""
+    """Broadcast `args`, flatten, pad to `bucket`, run the vmapped kernel in float64, return numpy arrays."""
     _check_act(act)
     with jax.enable_x64(True):
-        arrays = np.broadcast_arrays(*[np.asarray(a, dtype=np.float64) for a in args])
-        shape = arrays[0].shape
-        flat = [jnp.asarray(a.reshape(-1)) for a in arrays]
+        shape, size, flat = _flat_padded(args)
         out = _batched(kind, act, *flat)
-        if isinstance(out, tuple):
-            return tuple(np.asarray(o).reshape(shape) for o in out)
-        return np.asarray(out).reshape(shape)
+        unpad = lambda o: np.asarray(o)[:size].reshape(shape)
+        return {k: unpad(v) for k, v in out.items()} if isinstance(out, dict) else unpad(out)
 
 
 def q_map(q, sigma_w2, sigma_b2, act: str):
@@ -299,7 +324,8 @@ def fixed_point(sigma_w2, sigma_b2, act: str):
     family, and for bounded `psi` iff `chi_1 <= 1`); otherwise the root in `[0, 1)`.
     Linear with `sigma_w2 > 1`: `c_star = nan` (every `c` is a fixed point of the normalised map).
     """
-    return _run("fixed_point", act, sigma_w2, sigma_b2)
+    out = _run("summary", act, sigma_w2, sigma_b2)
+    return out["q_star"], out["c_star"]
 
 
 def chi1(sigma_w2, sigma_b2, act: str):
@@ -308,13 +334,13 @@ def chi1(sigma_w2, sigma_b2, act: str):
     Also the per-layer factor of `E[delta^2]` at `q*` (see `backward_factor`). `< 1` ordered,
     `> 1` chaotic. For homogeneous `psi` it does not depend on `q*` (finite or not).
     """
-    return _run("chi1", act, sigma_w2, sigma_b2)
+    return _run("summary", act, sigma_w2, sigma_b2)["chi1"]
 
 
 def chi1_tilde(sigma_w2, sigma_b2, act: str):
     """Forward criterion `chi_1~ = dq'_ab/dq_ab` along `c = 1` (Bassi et al. 2026): `sigma_w2 E[psi(z)^2]`
     for homogeneous `psi` (the growth rate of `q`), `chi_1` for every other activation."""
-    return _run("chi1_tilde", act, sigma_w2, sigma_b2)
+    return _run("summary", act, sigma_w2, sigma_b2)["chi1_tilde"]
 
 
 def criticality(sigma_w2, sigma_b2, act: str, criterion: str = "forward"):
@@ -344,7 +370,7 @@ def eoc(sigma_b2, act: str, criterion: str = "forward"):
     `[sigma_b2, 1e4 (1 + sigma_b2)]`; nan where no root is bracketed.
     """
     _check_criterion(criterion)
-    return _run("eoc_" + criterion, act, sigma_b2)
+    return _run("curves", act, sigma_b2)["eoc_" + criterion]
 
 
 def neutrality_line(sigma_b2, act: str):
@@ -354,7 +380,7 @@ def neutrality_line(sigma_b2, act: str):
     nan where none exists: homogeneous `psi` (`c* = 1` everywhere) and activations whose `c*` stays
     above 1/2 (tanh + maxpool).
     """
-    return _run("neutrality", act, sigma_b2)
+    return _run("curves", act, sigma_b2)["neutrality"]
 
 
 def depth_scales(sigma_w2, sigma_b2, act: str):
@@ -363,7 +389,8 @@ def depth_scales(sigma_w2, sigma_b2, act: str):
     `dq'/dq = chi_1 + sigma_w2 E[psi'' psi] = sigma_w2 dV/dq`; `dc'/dc = chi_c` at `(q*, c*)` (`= chi_1`
     at `c* = 1`). `inf` where the slope is >= 1 (edge of chaos, unbounded `q*`).
     """
-    return _run("depth_scales", act, sigma_w2, sigma_b2)
+    out = _run("summary", act, sigma_w2, sigma_b2)
+    return out["xi_q"], out["xi_c"]
 
 
 @functools.partial(jax.jit, static_argnums=(0, 1))
@@ -383,10 +410,9 @@ def propagate(sigma_w2, sigma_b2, act: str, depth: int, q0=1.0, c0=0.0):
     if depth < 1:
         raise ValueError(f"depth must be >= 1, got {depth}")
     with jax.enable_x64(True):
-        arrays = np.broadcast_arrays(*[np.asarray(a, dtype=np.float64) for a in (sigma_w2, sigma_b2, q0, c0)])
-        shape = arrays[0].shape
-        q, c = _propagate_batched(act, depth, *[jnp.asarray(a.reshape(-1)) for a in arrays])
-        return np.asarray(q).reshape(shape + (depth,)), np.asarray(c).reshape(shape + (depth,))
+        shape, size, flat = _flat_padded((sigma_w2, sigma_b2, q0, c0))
+        q, c = _propagate_batched(act, depth, *flat)
+        return (np.asarray(q)[:size].reshape(shape + (depth,)), np.asarray(c)[:size].reshape(shape + (depth,)))
 
 
 __all__ = ["q_map", "c_map", "propagate", "fixed_point", "chi1", "chi1_tilde", "criticality", "eoc",

@@ -1,0 +1,85 @@
+"""Initial Guessing Bias: gamma <-> c, estimators, f_max distributions (THEORY.md section 5)."""
+import math
+
+import jax
+import numpy as np
+import pytest
+from scipy import special
+
+from theory import igb
+
+
+def test_gamma_and_c_are_inverse_maps():
+    c = np.array([0.0, 0.2, 0.5, 0.9, 1.0])
+    g = igb.gamma_from_c(c)
+    np.testing.assert_allclose(g[:4], c[:4] / (1 - c[:4]), rtol=1e-15)
+    assert g[2] == 1.0 and np.isinf(g[4])
+    np.testing.assert_allclose(igb.c_from_gamma(g), c, rtol=1e-15)
+
+
+def _network_with_imbalance(gamma, n_nodes, n_inputs, seed):
+    """h_ia = mu_i + y_ia with Var(mu) = gamma, Var(y) = 1: pre-activations of a known imbalance."""
+    rng = np.random.default_rng(seed)
+    return math.sqrt(gamma) * rng.standard_normal((n_nodes, 1)) + rng.standard_normal((n_nodes, n_inputs))
+
+
+def test_estimate_bias_corrected_gamma_is_exact_in_c_and_naive_is_inflated():
+    h = _network_with_imbalance(0.5, n_nodes=20_000, n_inputs=10, seed=0)
+    est = igb.estimate(h)
+    g = h.T @ h / h.shape[0]
+    q, p = np.trace(g) / 10, (g.sum() - np.trace(g)) / 90
+    assert est["c"] == pytest.approx(p / q, rel=1e-12)
+    assert est["gamma_corr"] / (1 + est["gamma_corr"]) == pytest.approx(est["c"], rel=1e-12)
+    assert est["gamma_corr"] == pytest.approx(0.5, rel=0.05)
+    # naive: inflated by about (1 + gamma) / (n - 1) with n = 10 inputs
+    assert est["gamma"] - est["gamma_corr"] == pytest.approx(1.5 / 9, rel=0.1)
+    with pytest.raises(ValueError):
+        igb.estimate(np.ones(5))
+
+
+def test_binary_fmax_mean_and_uniform_g0_density_at_gamma_one():
+    assert float(igb.fmax_mean(1.0, 2)) == pytest.approx(0.75, abs=1e-15)
+    np.testing.assert_allclose(igb.fmax_mean(np.array([0.0, 1e12]), 2), [0.5, 1.0], atol=1e-6)
+    g = np.linspace(0.01, 0.99, 99)
+    np.testing.assert_allclose(igb.g0_density(g, 1.0), 1.0, atol=1e-14)
+    # G0 = Phi(sqrt(gamma) delta): density(Phi(x)) phi(x) must be the N(0, gamma) density of x
+    x = np.linspace(-6, 3, 181)          # x > 3: 1 - Phi(x) loses digits in float64
+    for gamma in (0.3, 4.0):
+        lhs = igb.g0_density(special.ndtr(x), gamma) * np.exp(-x * x / 2)
+        np.testing.assert_allclose(lhs, np.exp(-x * x / (2 * gamma)) / math.sqrt(gamma), rtol=1e-9)
+        # U-shaped for gamma > 1 (prejudice), peaked at 1/2 for gamma < 1
+        assert (float(igb.g0_density(0.5, gamma)) < float(igb.g0_density(0.05, gamma))) == (gamma > 1)
+
+
+@pytest.mark.parametrize("gamma", [0.25, 1.0, 4.0])
+def test_fmax_samples_agree_with_fmax_mean_binary(gamma):
+    s = igb.fmax_samples(jax.random.key(1), gamma, 2, 40_000)
+    assert s.shape == (40_000,) and (s >= 0.5).all() and (s <= 1).all()
+    assert s.mean() == pytest.approx(float(igb.fmax_mean(gamma, 2)), abs=4 * s.std() / 200)
+
+
+def test_n_class_mean_reduces_to_the_binary_law_and_limits():
+    """The n-class quadrature at n = 2 equals the closed form; gamma = 0 gives 1/n; gamma -> inf gives 1."""
+    with jax.enable_x64(True):
+        for gamma in (0.05, 1.0, 30.0):
+            assert float(igb._fmax_mean_n(np.float64(gamma), 2.0)) == pytest.approx(
+                float(igb.fmax_binary_mean(gamma)), abs=1e-13)
+    np.testing.assert_allclose(igb.fmax_mean(np.array([0.0, 0.0]), 5), 0.2, atol=1e-13)
+    assert float(igb.fmax_mean(1e4, 3)) > 0.99
+    means = igb.fmax_mean(np.array([0.5, 2.0, 8.0]), 3)
+    assert (np.diff(means) > 0).all()
+
+
+@pytest.mark.parametrize("n_classes", [3, 10])
+def test_fmax_samples_agree_with_fmax_mean_n_classes(n_classes):
+    for gamma in (0.5, 4.0):
+        s = igb.fmax_samples(jax.random.key(n_classes), gamma, n_classes, 8_000)
+        assert 1 / n_classes < s.min() and s.max() <= 1
+        assert s.mean() == pytest.approx(float(igb.fmax_mean(gamma, n_classes)), abs=4 * s.std() / math.sqrt(8_000))
+    # the top class's fraction is the largest of the n-class formula's fractions
+    z = jax.random.normal(jax.random.key(0), (4, n_classes))
+    with jax.enable_x64(True):
+        for zz in np.asarray(z, np.float64):
+            full = np.asarray(igb._class_fractions(zz, 2.0))
+            assert float(igb._top_fraction(zz, 2.0)) == pytest.approx(full.max(), abs=1e-14)
+            assert full.sum() == pytest.approx(1.0, abs=1e-10)

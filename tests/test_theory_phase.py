@@ -1,0 +1,68 @@
+"""Phase classification and vectorised phase diagrams (THEORY.md section 5)."""
+import numpy as np
+import pytest
+
+from theory import igb, meanfield as mf, phase
+
+
+def test_legend_has_the_five_phases_of_the_trainability_paper():
+    assert sorted(phase.PHASE_LEGEND) == [0, 1, 2, 3, 4]
+    assert phase.PHASE_LEGEND[phase.NEUTRALITY] == "neutrality"
+    assert phase.PHASE_LEGEND[phase.ORDERED_DEEP].startswith("ordered deep prejudice")
+
+
+def test_classify_rules():
+    chi = np.array([0.5, 1.005, 1.5, 1.5, 1.5, 0.995])
+    c_star = np.array([1.0, 1.0, 1.0, 0.8, 0.3, 1.0])
+    codes = np.asarray(phase.classify(chi, c_star, eoc_tol=0.01))
+    assert codes.tolist() == [phase.ORDERED_DEEP, phase.TRANSIENT_DEEP, phase.CHAOTIC_DEEP, phase.PREJUDICE,
+                              phase.NEUTRALITY, phase.TRANSIENT_DEEP]
+    assert np.asarray(phase.classify(1.005, 1.0, eoc_tol=0.001)) == phase.CHAOTIC_DEEP
+
+
+def test_tanh_diagram_equals_pointwise_theory():
+    """vmap == loop: every grid value equals the scalar public functions at that point."""
+    w, b = np.array([0.8, 1.7, 2.6, 4.0, 5.5]), np.array([0.0, 0.05, 0.3])
+    res = phase.phase_diagram("tanh", w, b, 12)
+    assert res["phase"].shape == (5, 3) and res["phase"].dtype == np.int32
+    ww, bb = np.meshgrid(w, b, indexing="ij")
+    q, c = mf.fixed_point(ww, bb, "tanh")
+    np.testing.assert_allclose(res["q_star"], q, rtol=1e-13)
+    np.testing.assert_allclose(res["c_star"], c, atol=1e-13)
+    np.testing.assert_allclose(res["chi1"], mf.chi1(ww, bb, "tanh"), rtol=1e-13)
+    c_depth = mf.propagate(ww, bb, "tanh", 12)[1][..., -1]
+    np.testing.assert_allclose(res["c_depth"], c_depth, rtol=1e-13)
+    np.testing.assert_allclose(res["gamma_depth"], igb.gamma_from_c(c_depth), rtol=1e-12)
+    np.testing.assert_array_equal(res["phase"], np.asarray(phase.classify(res["chi1_tilde"], res["c_star"])))
+    # sigma_b2 = 0.3: ordered at 0.8, prejudice then neutrality deep in chaos; sigma_b2 = 0: neutral (c* = 0)
+    assert res["phase"][0, 2] == phase.ORDERED_DEEP and res["phase"][4, 0] == phase.NEUTRALITY
+    assert {phase.PREJUDICE, phase.NEUTRALITY} <= set(res["phase"][:, 2].tolist())
+
+
+def test_relu_diagram_is_deep_prejudice_everywhere_and_uses_the_forward_criterion():
+    w, b = np.array([1.0, 1.99, 2.0, 3.0]), np.array([0.0, 0.2])
+    res = phase.phase_diagram("relu+maxpool", w, b, 8)
+    np.testing.assert_array_equal(res["c_star"], 1.0)
+    np.testing.assert_allclose(res["chi1_tilde"][:, 0], w * (0.75 + 0.5 / np.pi), rtol=1e-14)
+    assert set(res["phase"].ravel().tolist()) <= {phase.ORDERED_DEEP, phase.TRANSIENT_DEEP, phase.CHAOTIC_DEEP}
+    assert (res["phase"][2:] == phase.CHAOTIC_DEEP).all()       # forward-critical at 1.0999 < 2
+    grad = phase.phase_diagram("relu+maxpool", w, b, 8, criterion="gradient")
+    assert (grad["phase"][0] == phase.ORDERED_DEEP).all()        # gradient-critical only at 4/3
+    assert np.isinf(res["q_star"][2:]).all()
+
+
+def test_changing_grid_values_does_not_recompile():
+    w, b = np.linspace(0.5, 4, 6), np.linspace(0, 0.4, 5)
+    phase.phase_diagram("relu", w, b, 10)
+    size = phase._diagram._cache_size()
+    phase.phase_diagram("relu", w * 1.1, b + 0.01, 10)
+    assert phase._diagram._cache_size() == size
+
+
+def test_bad_arguments_raise():
+    with pytest.raises(ValueError):
+        phase.phase_diagram("tanh", [1.0], [0.1], 0)
+    with pytest.raises(ValueError):
+        phase.phase_diagram("softmax", [1.0], [0.1], 5)
+    with pytest.raises(ValueError):
+        phase.phase_diagram("tanh", [1.0], [0.1], 5, criterion="sideways")
