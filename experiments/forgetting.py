@@ -45,7 +45,7 @@ CPU = ForgettingConfig(
     model=ModelConfig(name="mlp", width=256, depth=3, batchnorm=True),
     opt=OptConfig(setting_lr=("sgd=0.05", "sgd_l2=0.1", "adam=1e-3", "adamw=1e-3", "muon=0.02"),
                   setting_weight_decay=("sgd_l2=2e-2", "adamw=5e-2")),
-    train=TrainConfig(batch_size=128, epochs=100, eval_every=1, checkpoint_every=10),
+    train=TrainConfig(batch_size=128, epochs=80, eval_every=1, checkpoint_every=10),
     sweep=SweepConfig(sigma_w=(0.1, 0.3, 0.6, 1.0, 1.6, 2.5), seeds=2, optimizers=("sgd", "sgd_l2", "adam")),
 )
 

@@ -60,10 +60,17 @@ def make_members(optimizers: Sequence[str], sigma_ws: Sequence[float], n_seeds: 
 
 
 def default_strategy(model_name: str, platform: str | None = None) -> str:
-    """Fastest strategy measured by `experiments.benchmark` (README table) per platform."""
+    """Fastest strategy measured by `experiments.benchmark` (README table) per platform.
+
+    CPU, conv nets: `sequential` (a vmapped conv with batched kernels becomes a grouped conv, 2-4x
+    slower than the loop here, im2col included). CPU, MLPs: `chunked` (chunks of `train.chunk` = 4);
+    full vmap batches the matmuls into a form XLA:CPU runs 1.2x slower than a loop once members are
+    large (784-512x4 at K = 8), while chunks of 4 were 0.93-0.98x of the loop for both MLPs measured.
+    Accelerators: `vmap`.
+    """
     platform = platform or jax.default_backend()
-    if platform == "cpu" and model_name in CONV_MODELS:
-        return "sequential"
+    if platform == "cpu":
+        return "sequential" if model_name in CONV_MODELS else "chunked"
     return "vmap"
 
 
@@ -249,7 +256,8 @@ def eval_rows(chunk: Chunk, state: TrainState, splits: dict[str, EvalSplit], epo
     """One metrics row per member of the chunk (DESIGN.md metrics.jsonl schema + per-layer norms)."""
     results = {name: evaluate_split(chunk, state, sp) for name, sp in splits.items()}
     nrm = jax.device_get(chunk.fns.norms(state.params))
-    stacked = jax.device_get(chunk_to_stacked(chunk, state))
+    flags = chunk_to_stacked(chunk, state._replace(params=None, model_state=None, opt_state=None))
+    stacked = jax.device_get(flags)   # only the step counters and divergence flags go to the host
     rows = []
     for j, m in enumerate(chunk.members):
         steps = int(stacked.step[j])
