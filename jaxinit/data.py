@@ -163,7 +163,7 @@ def normalize(xs: list, mode: str) -> list:
 
 
 def _to_sphere(x: np.ndarray) -> np.ndarray:
-    flat = x.reshape(len(x), -1).astype(np.float64)
+    flat = x.reshape(len(x), int(np.prod(x.shape[1:]))).astype(np.float64)  # -1 fails on an empty split
     rms = np.sqrt((flat ** 2).mean(axis=1))
     rms = np.where(rms > 0, rms, 1.0)  # an all-zero input has no direction to keep
     return (flat / rms[:, None]).reshape(x.shape).astype(np.float32)

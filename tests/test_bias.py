@@ -69,9 +69,6 @@ def test_favoured_class_samples_get_small_gradients():
     params["b_out"] = params["b_out"].at[1].set(20.0)
     x = bias.to_sphere(jax.random.normal(jax.random.key(2), (40, 16)))
     labels = jnp.arange(40) % 2
-    out = jax.jit(bias.probe_network, static_argnames=("spec", "with_grads"))(
-        deep.draw(jax.random.key(1), spec), 1.0, 0.05, x, labels, spec)
-    assert out["grad_quantiles"].shape == (4, 3, 5)
     signals = jax.jit(bias.backprop_signals, static_argnames="spec")(params, x, labels, spec)
     fav, other = signals[:, labels == 1], signals[:, labels == 0]
     assert float(fav.max()) < 1e-6 * float(other.min())
@@ -105,13 +102,11 @@ def test_members_train_like_single_runs_and_diverged_members_freeze():
     data = {"x_train": jnp.asarray(rng.normal(size=(64, 8)), jnp.float32), "y_train": jnp.asarray(rng.integers(0, 2, 64)),
             "x_test": jnp.asarray(rng.normal(size=(16, 8)), jnp.float32), "y_test": jnp.asarray(rng.integers(0, 2, 16))}
     opt = optax.adam(1e-2)
-    both = bias.Members(jnp.array([1.0, 2.0]), jnp.array([0.1, 0.1]), jnp.array([0, 0]))
-    hist = bias.train_members(jax.random.key(5), both, spec, opt, data, 5, 16, [0, 5])
-    alone = bias.train_members(jax.random.key(5), bias.Members(both.sigma_w2[1:], both.sigma_b2[1:], both.seed[1:]),
-                               spec, opt, data, 5, 16, [0, 5])
+    # the third member overflows at init (sigma_w2 = 1e38): it must freeze without touching the others
+    members = bias.Members(jnp.array([1.0, 2.0, 1e38]), jnp.array([0.1, 0.1, 0.1]), jnp.array([0, 0, 0]))
+    hist = bias.train_members(jax.random.key(5), members, spec, opt, data, 5, 16, [0, 5])
+    alone = bias.train_members(jax.random.key(5), bias.Members(*(a[1:2] for a in members)), spec, opt, data, 5, 16, [0, 5])
     np.testing.assert_allclose(hist["train_loss"][:, 1], alone["train_loss"][:, 0], rtol=1e-4)
     assert hist["train_loss"][1, 1] < hist["train_loss"][0, 1]
-    blown = bias.Members(jnp.array([1.0, 1e38]), jnp.array([0.1, 0.1]), jnp.array([0, 0]))
-    hist = bias.train_members(jax.random.key(5), blown, spec, opt, data, 3, 16, [0, 3])
-    assert hist["alive"][-1].tolist() == [True, False]
-    assert np.isfinite(hist["train_loss"][-1, 0])
+    assert hist["alive"][-1].tolist() == [True, True, False]
+    assert np.isfinite(hist["train_loss"][-1, :2]).all()

@@ -378,3 +378,9 @@ def test_dataset_is_a_pytree_with_static_metadata():
     assert len(jax.tree_util.tree_leaves(ds)) == 6
     total = jax.jit(lambda d: d.x_train.shape[0] + d.n_classes)(ds)
     assert int(total) == ds.x_train.shape[0] + 10
+
+
+def test_sphere_normalisation_accepts_an_empty_split():
+    from jaxinit.data import _to_sphere
+    out = _to_sphere(np.zeros((0, 8, 8, 1), np.float32))
+    assert out.shape == (0, 8, 8, 1)

@@ -57,19 +57,28 @@ def test_igb_init_replots_from_saved_results(init_run):
 
 def test_igb_train_smoke_writes_results_and_figures(train_run):
     summary = json.loads((train_run / "summary.json").read_text())
-    assert set(summary) == {"tanh", "relu"}
-    assert [r["phase"] for r in summary["tanh"]["phases"]] == ["ordered-deep", "EOC", "prejudice", "neutrality"]
-    assert [r["phase"] for r in summary["relu"]["phases"]] == ["ordered-deep", "EOC", "chaotic-deep"]
-    eoc_tanh = summary["tanh"]["phases"][1]["sigma_w2"]
-    assert eoc_tanh == pytest.approx(1.986073, rel=1e-3)       # THEORY.md oracle at sigma_b2 = 0.1
-    assert summary["relu"]["phases"][1]["sigma_w2"] == pytest.approx(2.0, rel=1e-6)
+    assert set(summary) == {"tanh"}
+    phases = summary["tanh"]["phases"]
+    assert [r["phase"] for r in phases] == ["ordered-deep", "EOC", "prejudice", "neutrality"]
+    assert phases[1]["sigma_w2"] == pytest.approx(1.986073, rel=1e-3)       # THEORY.md oracle at sigma_b2 = 0.1
+    assert [r["theory_phase"] for r in phases] == ["ordered deep prejudice", "transient deep prejudice (EOC)",
+                                                   "prejudice", "neutrality"]
     assert len(summary["tanh"]["grid"]) == 2
     rows = [json.loads(line) for line in (train_run / "metrics.jsonl").read_text().splitlines()]
     steps = sorted({r["step"] for r in rows})
     assert steps == [0, 1, 2, 3, 6]          # every step up to dense_until = 2, then every 3, and the last
     assert all(0.0 <= r["test_acc"] <= 1.0 and 0.5 <= r["test_fmax"] <= 1.0 for r in rows)
     paths = igb_train.plot_all(train_run)
-    assert {p.name for p in paths} == {"curves_tanh.png", "overlay_tanh.png", "curves_relu.png", "overlay_relu.png"}
+    assert {p.name for p in paths} == {"curves_tanh.png", "overlay_tanh.png"}
+
+
+def test_relu_phase_points_come_from_the_theory():
+    """Unbounded ReLU: no neutrality line, so the third point is chaotic-deep at chaotic_factor x EOC = 2."""
+    points = dict(igb_train.phase_points("relu", igb_train.PhaseConfig()))
+    assert list(points) == ["ordered-deep", "EOC", "chaotic-deep"]
+    assert points["EOC"] == pytest.approx(2.0, rel=1e-6) and points["chaotic-deep"] == pytest.approx(3.0, rel=1e-6)
+    assert igb_train.theory_phase_names("relu", np.array([1.5, 3.0]), np.array([0.1, 0.1]), 30) == [
+        "ordered deep prejudice", "chaotic deep prejudice"]
 
 
 @pytest.mark.parametrize("module,argv", [

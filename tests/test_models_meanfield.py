@@ -103,13 +103,13 @@ def test_cnn_channel_pooling_is_the_two_node_psi():
 
 def test_cnn_first_layer_length_and_space_pooling():
     """Circular padding: q1 = sw2 + sb2 on sphere inputs; 2 x 2 spatial pooling halves the map."""
-    spec = cnn.CNNSpec((8, 8, 1), width=256, depth=3, n_out=10, act="tanh", pool="max", pool_over="space")
+    spec = cnn.CNNSpec((8, 8, 1), width=128, depth=3, n_out=10, act="tanh", pool="max", pool_over="space")
     x = bias.to_sphere(jax.random.normal(jax.random.key(10), (16, 8, 8, 1)))
     params, _ = cnn.init(jax.random.key(11), 1.5, 0.2, spec)
     logits, hs = cnn_apply(params, x, spec)
-    assert [h.shape[1] for h in hs] == [64 * 256, 16 * 256, 4 * 256]
+    assert [h.shape[1] for h in hs] == [64 * 128, 16 * 128, 4 * 128]
     assert cnn.layer_hw(spec) == [(8, 8), (4, 4), (2, 2)]
-    assert float(bias.layer_moments(hs)["q"][0]) == pytest.approx(1.7, rel=0.05)
+    assert float(bias.layer_moments(hs)["q"][0]) == pytest.approx(1.7, rel=0.1)   # 128 filters: sd ~4 %
     np.testing.assert_allclose(cnn.readout_features(hs[-1], spec) @ params["W_out"] + params["b_out"], logits, rtol=1e-4, atol=1e-5)
 
 

@@ -108,8 +108,8 @@ def test_members_are_paired_across_scales():
     assert sorted(perms[0].tolist()) == list(range(256))
 
 
-def test_eval_rows_follow_the_schema():
-    sweep, st = _train(TINY)
+def test_eval_rows_follow_the_schema(vmap_reference):
+    sweep, st = vmap_reference
     rows = train.evaluate_all(sweep, train.chunked_states(sweep, st), train.eval_splits(sweep.ds, 100), 1)
     need = {"member", "optimizer", "sigma_w", "seed", "epoch", "step", "lr", "train_loss", "train_acc", "val_loss",
             "val_acc", "test_loss", "test_acc", "param_norm", "param_norm_layers", "diverged"}
@@ -121,8 +121,8 @@ def test_eval_rows_follow_the_schema():
         assert r["param_norm"] == pytest.approx(total, rel=1e-5)
 
 
-def test_eval_padding_counts_each_example_once():
-    sweep, st = _train(TINY)
+def test_eval_padding_counts_each_example_once(vmap_reference):
+    sweep, st = vmap_reference
     states = train.chunked_states(sweep, st)
     a = train.evaluate_all(sweep, states, train.eval_splits(sweep.ds, 1000), 1)   # one batch
     b = train.evaluate_all(sweep, states, train.eval_splits(sweep.ds, 37), 1)     # ragged, padded
