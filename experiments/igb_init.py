@@ -520,7 +520,6 @@ def _plot_gamma(plt, cases, input_name):
 
 if __name__ == "__main__":
     if len(sys.argv) == 3 and sys.argv[1] == "--replot":
-        print("\n".join(str(p) for p in plot_all(Path(sys.argv[2]))))
-        sys.exit(0)
+        sys.exit(cli.replot("experiments.igb_init", sys.argv[2], plot_all))
     sys.exit(cli.run_experiment("experiments.igb_init", __doc__, IGBInitConfig, PRESETS, "cpu", main,
                                 "runs/igb_init_cpu", validate))

@@ -362,7 +362,6 @@ def _plot_overlay(plt, r, act, target):
 
 if __name__ == "__main__":
     if len(sys.argv) == 3 and sys.argv[1] == "--replot":
-        print("\n".join(str(p) for p in plot_all(Path(sys.argv[2]))))
-        sys.exit(0)
+        sys.exit(cli.replot("experiments.igb_train", sys.argv[2], plot_all))
     sys.exit(cli.run_experiment("experiments.igb_train", __doc__, IGBTrainConfig, PRESETS, "cpu", main,
                                 "runs/igb_train_cpu", validate))

@@ -135,3 +135,13 @@ def run_experiment(prog: str, doc: str, config_cls: type, presets: Mapping[str, 
         return 130
     print(f"wrote {out}")
     return 0
+
+
+def replot(prog: str, run_dir: str, plot_all: Callable[[Path], list[Path]]) -> int:
+    """`python -m experiments.<prog> --replot DIR`: figures from a run's saved results/*.npz only."""
+    out = Path(run_dir)
+    if not list((out / "results").glob("*.npz")):
+        print(f"error: --replot {out}: no saved results (results/*.npz) of a {prog} run there", file=sys.stderr)
+        return 2
+    print("\n".join(str(p) for p in plot_all(out)))
+    return 0

@@ -412,6 +412,11 @@ def truncate_rows(path, max_epoch: int) -> None:
     os.replace(tmp, path)
 
 
+def show_progress(progress: bool, stream) -> bool:
+    """A progress bar only when asked for and on a terminal (logs and CI stay clean)."""
+    return bool(progress) and hasattr(stream, "isatty") and stream.isatty()
+
+
 def fit(cfg, out, resume: bool, progress: bool = True) -> dict:
     """Train every member of `cfg.sweep`, writing metrics.jsonl and checkpoints under `out`.
 
@@ -449,7 +454,7 @@ def fit(cfg, out, resume: bool, progress: bool = True) -> dict:
         start = 0
     t_setup = time.perf_counter() - t0
     epoch_times = []
-    bar = tqdm(range(start + 1, cfg.train.epochs + 1), desc="epochs", disable=not (progress and sys.stderr.isatty()))
+    bar = tqdm(range(start + 1, cfg.train.epochs + 1), desc="epochs", disable=not show_progress(progress, sys.stderr))
     for epoch in bar:
         t = time.perf_counter()
         states = train_epoch(sweep, states, epoch)

@@ -113,3 +113,14 @@ def test_driver_resume_uses_saved_config(tmp_path):
 def test_help_exits_zero(capsys):
     assert _run(["--help"]) == 0
     assert "presets: a (default), b" in capsys.readouterr().out
+
+
+def test_replot_needs_saved_results(tmp_path, capsys):
+    calls = []
+    assert cli.replot("x", str(tmp_path / "none"), calls.append) == 2
+    assert "no saved results" in capsys.readouterr().err and calls == []
+    assert not (tmp_path / "none").exists()                       # nothing created for a bad dir
+    (tmp_path / "run" / "results").mkdir(parents=True)
+    (tmp_path / "run" / "results" / "a.npz").write_bytes(b"")
+    assert cli.replot("x", str(tmp_path / "run"), lambda out: calls.append(out) or []) == 0
+    assert calls == [tmp_path / "run"]

@@ -128,3 +128,15 @@ def test_eval_padding_counts_each_example_once(vmap_reference):
     b = train.evaluate_all(sweep, states, train.eval_splits(sweep.ds, 37), 1)     # ragged, padded
     for ra, rb in zip(a, b):
         assert ra["val_acc"] == rb["val_acc"] and ra["val_loss"] == pytest.approx(rb["val_loss"], rel=1e-5)
+
+
+def test_progress_bar_only_on_a_terminal():
+    import io
+
+    class Tty(io.StringIO):
+        def isatty(self):
+            return True
+
+    assert train.show_progress(True, Tty()) is True
+    assert train.show_progress(True, io.StringIO()) is False      # a log file or a CI pipe
+    assert train.show_progress(False, Tty()) is False
