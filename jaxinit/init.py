@@ -88,7 +88,7 @@ def is_kernel(path: tuple, leaf: Any = None) -> bool:
     Keyed on the name, not on ``leaf.ndim``, so it also holds on member-stacked trees.
     """
     del leaf
-    return bool(path) and _key_name(path[-1]) == "kernel"
+    return bool(path) and key_name(path[-1]) == "kernel"
 
 
 def scale_kernels(params: Any, sigma_w: jax.Array | float) -> Any:
@@ -112,7 +112,8 @@ def scaled_init(structure: Callable[[], tuple[Any, Any]], base_init: str) -> Cal
     return init
 
 
-def _key_name(k: Any) -> str:
+def key_name(k: Any) -> str:
+    """The plain name of one pytree path entry (dict key, attribute name or sequence index)."""
     for attr in ("key", "name", "idx"):
         if hasattr(k, attr):
             return str(getattr(k, attr))

@@ -8,6 +8,8 @@ import jax
 import jax.numpy as jnp
 import optax
 
+from jaxinit.init import key_name
+
 
 def cross_entropy(logits_BC: jax.Array, labels_B: jax.Array) -> jax.Array:
     """Mean softmax cross-entropy over the batch."""
@@ -27,15 +29,8 @@ def param_norm(params) -> jax.Array:
 def layer_norms(params) -> dict[str, jax.Array]:
     """Frobenius norm per leaf, keyed by its '/'-joined path (e.g. 'dense_0/kernel')."""
     flat = jax.tree_util.tree_flatten_with_path(params)[0]
-    return {"/".join(_key_name(k) for k in path): jnp.sqrt(jnp.sum(jnp.square(leaf)))
+    return {"/".join(key_name(k) for k in path): jnp.sqrt(jnp.sum(jnp.square(leaf)))
             for path, leaf in flat}
-
-
-def _key_name(k) -> str:
-    for attr in ("key", "name", "idx"):
-        if hasattr(k, attr):
-            return str(getattr(k, attr))
-    return str(k)
 
 
 # --------------------------------------------------------------------------- Initial Guessing Bias

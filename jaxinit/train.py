@@ -138,7 +138,11 @@ class Compiled(NamedTuple):
     norms: Any
     perm: Any
     schedule: Any
-    tx: Any
+
+
+def member_permutation(seed: jax.Array, epoch: jax.Array, n: int) -> jax.Array:
+    """The epoch's data order of a member: depends on its seed only (paired across scales)."""
+    return data_lib.epoch_permutation(member_streams(seed)[1], epoch, n)
 
 
 @functools.lru_cache(maxsize=64)
@@ -150,30 +154,18 @@ def compiled_fns(model_cfg: ModelConfig, input_shape: tuple, n_classes: int, set
     init = functools.partial(init_member, model, tx)
     step = functools.partial(train_step, model, tx, batch_size, augment)
     ev = functools.partial(eval_chunk, model)
-    perm = jax.jit(lambda seed, epoch, n: data_lib.epoch_permutation(member_streams(seed)[1], epoch, n),
-                   static_argnums=2)
+    nrm, perm = norms, member_permutation
     if batched:
         init = jax.vmap(init)
         step = jax.vmap(step, in_axes=(0, None, None, 0, None, 0))
         ev = jax.vmap(ev, in_axes=(0, 0, None, None, None))
         nrm = jax.vmap(norms)
-        perm = jax.jit(jax.vmap(lambda seed, epoch, n: data_lib.epoch_permutation(
-            member_streams(seed)[1], epoch, n), in_axes=(0, None, None)), static_argnums=2)
-    else:
-        nrm = norms
-    return Compiled(jax.jit(init), jax.jit(step, donate_argnums=0), jax.jit(ev), jax.jit(nrm), perm,
-                    schedule, tx)
+        perm = jax.vmap(member_permutation, in_axes=(0, None, None))
+    return Compiled(jax.jit(init), jax.jit(step, donate_argnums=0), jax.jit(ev), jax.jit(nrm),
+                    jax.jit(perm, static_argnums=2), schedule)
 
 
 # --------------------------------------------------------------------------- groups of members
-def stack(trees: Sequence[Any]) -> Any:
-    return jax.tree.map(lambda *xs: jnp.stack(xs), *trees)
-
-
-def unstack(tree: Any, n: int) -> list[Any]:
-    return [jax.tree.map(lambda x: x[i], tree) for i in range(n)]
-
-
 class Chunk(NamedTuple):
     members: list[Member]
     fns: Compiled
