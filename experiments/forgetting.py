@@ -105,6 +105,8 @@ def main(cfg: ForgettingConfig, out: Path, resume: bool) -> None:
     from jaxinit import memory, plotting, train
 
     info = train.fit(cfg, out, resume)
+    if info["rows"] is None:   # several hosts: process 0 writes the summary
+        return
     sweep = info["sweep"]
     l2 = {m.index: _clock_lambda(sweep.settings[m.optimizer]) for m in sweep.members}
     members_info = [{"member": m.index, "optimizer": m.optimizer, "sigma_w": m.sigma_w, "seed": m.seed}
@@ -123,7 +125,7 @@ def _clock_lambda(setting) -> float:
 
 def run(argv: list[str] | None = None) -> int:
     return cli.run_experiment("experiments.forgetting", __doc__, ForgettingConfig, PRESETS, "cpu", main,
-                              "runs/forgetting", validate=validate, argv=argv)
+                              "runs/forgetting", validate=validate, argv=argv, multihost=True)
 
 
 if __name__ == "__main__":

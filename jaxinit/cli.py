@@ -100,16 +100,34 @@ def resolve_config(config_cls: type, presets: Mapping[str, Any], default: str, f
     return apply_overrides(presets[name], overrides)
 
 
+def join_hosts(prog: str, multihost: bool) -> bool:
+    """Join a multi-process run if the environment describes one (see `jaxinit.distributed`).
+
+    Returns whether this process writes results (False only on processes other than 0).
+    """
+    from jaxinit import distributed
+    if distributed.launch_settings(os.environ) is not None and not multihost:
+        raise ConfigError(f"{prog} runs on one host; unset {', '.join(distributed.ENV_VARS)}")
+    distributed.initialize_from_env()
+    return distributed.is_writer()
+
+
 def run_experiment(prog: str, doc: str, config_cls: type, presets: Mapping[str, Any], default: str,
                    main: Callable[[Any, Path, bool], Any], default_out: str,
-                   validate: Callable[[Any], None] | None = None, argv: list[str] | None = None) -> int:
-    """Parse, validate, run `main(cfg, out_dir, resume)`; print where results went. Returns exit status."""
+                   validate: Callable[[Any], None] | None = None, argv: list[str] | None = None,
+                   multihost: bool = False) -> int:
+    """Parse, validate, run `main(cfg, out_dir, resume)`; print where results went. Returns exit status.
+
+    `multihost`: the experiment supports several processes (`jaxinit.distributed`); the others refuse
+    a multi-process launch with one line rather than have every host write the same files.
+    """
     argv = sys.argv[1:] if argv is None else argv
     try:
         flags, overrides = parse_args(argv)
         if flags["help"]:
             print(_usage(prog, doc, presets, default))
             return 0
+        writer = join_hosts(prog, multihost)
         out = Path(flags["out"] or default_out)
         if flags["resume"] and not out.is_dir():
             raise ConfigError(f"--resume: no run to resume in {out}")
@@ -118,13 +136,14 @@ def run_experiment(prog: str, doc: str, config_cls: type, presets: Mapping[str, 
             validate(cfg)
         check_writable(out)
         previous = None
-        if not flags["resume"]:
+        owns_config = writer and not flags["resume"]
+        if owns_config:
             previous = _read_or_none(out / "config.json")
             write_json_atomic(out / "config.json", to_dict(cfg))
         try:
             main(cfg, out, flags["resume"])
         except ConfigError:
-            if not flags["resume"]:  # a run refused at set-up leaves the directory as it found it
+            if owns_config:  # a run refused at set-up leaves the directory as it found it
                 _restore(out / "config.json", previous)
             raise
     except ConfigError as e:
@@ -133,7 +152,8 @@ def run_experiment(prog: str, doc: str, config_cls: type, presets: Mapping[str, 
     except KeyboardInterrupt:
         print("interrupted", file=sys.stderr)
         return 130
-    print(f"wrote {out}")
+    if writer:
+        print(f"wrote {out}")
     return 0
 
 

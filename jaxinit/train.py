@@ -28,6 +28,7 @@ import numpy as np
 import optax
 
 from jaxinit import data as data_lib
+from jaxinit import distributed
 from jaxinit import metrics
 from jaxinit.config import ModelConfig
 from jaxinit.models import make_model
@@ -235,6 +236,7 @@ def evaluate_split(chunk: Chunk, state: TrainState, split: EvalSplit) -> tuple[n
         sl = slice(s, s + split.batch)
         l_, c_ = chunk.fns.eval(state.params, state.model_state, split.x[sl], split.y[sl], split.mask[sl])
         loss_sum, correct = loss_sum + l_, correct + c_
+    loss_sum, correct = distributed.to_host((loss_sum, correct))
     loss = np.atleast_1d(np.asarray(loss_sum, np.float64)) / split.n
     acc = np.atleast_1d(np.asarray(correct, np.float64)) / split.n
     return loss, acc
@@ -247,9 +249,9 @@ def _finite_or_none(v: float) -> float | None:
 def eval_rows(chunk: Chunk, state: TrainState, splits: dict[str, EvalSplit], epoch: int) -> list[dict]:
     """One metrics row per member of the chunk (DESIGN.md metrics.jsonl schema + per-layer norms)."""
     results = {name: evaluate_split(chunk, state, sp) for name, sp in splits.items()}
-    nrm = jax.device_get(chunk.fns.norms(state.params))
+    nrm = distributed.to_host(chunk.fns.norms(state.params))
     flags = chunk_to_stacked(chunk, state._replace(params=None, model_state=None, opt_state=None))
-    stacked = jax.device_get(flags)   # only the step counters and divergence flags go to the host
+    stacked = distributed.to_host(flags)   # only the step counters and divergence flags go to the host
     rows = []
     for j, m in enumerate(chunk.members):
         steps = int(stacked.step[j])
@@ -291,7 +293,7 @@ def build_sweep(cfg) -> Sweep:
     from jaxinit.config import ConfigError
     from jaxinit.optim import resolve_setting
 
-    ds = data_lib.load_dataset(cfg.data)
+    ds = distributed.replicate(data_lib.load_dataset(cfg.data), member_mesh())
     n_train = int(ds.x_train.shape[0])
     if cfg.train.batch_size > n_train:
         raise ConfigError(f"--train.batch_size={cfg.train.batch_size} is larger than the training split ({n_train})")
@@ -320,12 +322,18 @@ def shard_members(chunk: Chunk, state: TrainState, mesh) -> TrainState:
     """Lay a batched chunk's member axis over the mesh; computation then follows the data.
 
     Built with `make_array_from_callback` from the (identical) host copy, so the same code places
-    it on one host or many. Chunks whose size the device count does not divide stay replicated.
+    it on one host or many. A chunk the device count does not divide (or a single member) stays on
+    one device on one host, and is replicated over the mesh across hosts (every host then trains
+    it, redundantly: choose member counts the device count divides).
     """
-    if mesh is None or not chunk.batched or len(chunk.members) % mesh.size:
+    if mesh is None:
         return state
-    sharding = jax.sharding.NamedSharding(mesh, jax.sharding.PartitionSpec("members"))
-    host = jax.device_get(state)
+    shardable = chunk.batched and len(chunk.members) % mesh.size == 0
+    if not shardable and not distributed.is_multiprocess():
+        return state
+    spec = jax.sharding.PartitionSpec("members" if shardable else None)
+    sharding = jax.sharding.NamedSharding(mesh, spec)
+    host = distributed.to_host(state)
     return jax.tree.map(lambda x: jax.make_array_from_callback(x.shape, sharding, lambda idx: x[idx]), host)
 
 
@@ -412,7 +420,8 @@ def show_progress(progress: bool, stream) -> bool:
 def fit(cfg, out, resume: bool, progress: bool = True) -> dict:
     """Train every member of `cfg.sweep`, writing metrics.jsonl and checkpoints under `out`.
 
-    Returns run information: the sweep, the final rows, per-member learning rates and timings.
+    Returns run information: the sweep, the metrics rows, per-member learning rates and timings
+    (rows and rates None on every process but the writer, see `distributed`).
     """
     import shutil
     import sys
@@ -424,9 +433,11 @@ def fit(cfg, out, resume: bool, progress: bool = True) -> dict:
     t0 = time.perf_counter()
     sweep = build_sweep(cfg)
     metrics_path, ckpt_dir = out / "metrics.jsonl", out / "checkpoints"
-    if not resume:  # a fresh run owns its directory's results
+    writer = distributed.is_writer()   # several hosts: process 0 writes the files, orbax coordinates the rest
+    if not resume and writer:  # a fresh run owns its directory's results
         shutil.rmtree(ckpt_dir, ignore_errors=True)
         metrics_path.unlink(missing_ok=True)
+    distributed.barrier("jaxinit-fit-start")
     ckpt = Checkpointer(ckpt_dir)
     states = init_states(sweep)
     splits = eval_splits(sweep.ds, cfg.train.eval_batch_size)
@@ -436,11 +447,12 @@ def fit(cfg, out, resume: bool, progress: bool = True) -> dict:
         if meta.get("n_members") != len(sweep.members):
             raise ConfigError(f"--resume: checkpoint has {meta.get('n_members')} members, config has {len(sweep.members)}")
         states = chunked_states(sweep, restored)
-        truncate_rows(metrics_path, start)
+        if writer:
+            truncate_rows(metrics_path, start)
     else:
-        metrics_path.unlink(missing_ok=True)
         rows = evaluate_all(sweep, states, splits, 0)
-        append_rows(metrics_path, rows)
+        if writer:
+            append_rows(metrics_path, rows)
         if cfg.train.checkpoint_every:
             ckpt.save(0, stacked_states(sweep, states), {"epoch": 0, "n_members": len(sweep.members)})
         start = 0
@@ -455,19 +467,24 @@ def fit(cfg, out, resume: bool, progress: bool = True) -> dict:
         last = epoch == cfg.train.epochs
         if epoch % cfg.train.eval_every == 0 or last:
             rows = evaluate_all(sweep, states, splits, epoch)
-            append_rows(metrics_path, rows)
+            if writer:
+                append_rows(metrics_path, rows)
             bar.set_postfix(val_acc=f"{np.mean([r['val_acc'] for r in rows]):.3f}")
         if cfg.train.checkpoint_every and (epoch % cfg.train.checkpoint_every == 0 or last):
             ckpt.save(epoch, stacked_states(sweep, states), {"epoch": epoch, "n_members": len(sweep.members)})
     ckpt.close()
-    from jaxinit.memory import read_metrics
-    rows = read_metrics(metrics_path)
-    last_epoch = max(r["epoch"] for r in rows)
-    final = [r for r in rows if r["epoch"] == last_epoch]
+    distributed.barrier("jaxinit-fit-end")   # every host's checkpoint shards are on disk
     steps_done = sweep.steps_per_epoch * len(epoch_times)
-    timing = {"platform": jax.default_backend(), "devices": jax.device_count(), "strategy": sweep.strategy,
+    timing = {"platform": jax.default_backend(), "devices": jax.device_count(),
+              "processes": jax.process_count(), "strategy": sweep.strategy,
               "setup_s": t_setup, "total_s": time.perf_counter() - t0, "epochs_run": len(epoch_times),
               "first_epoch_s": epoch_times[0] if epoch_times else None,
               "median_epoch_s": float(np.median(epoch_times)) if epoch_times else None,
               "member_steps_per_s": (len(sweep.members) * steps_done / sum(epoch_times)) if epoch_times else None}
+    if not writer:   # results live in process 0's files only
+        return {"sweep": sweep, "rows": None, "etas": None, "timing": timing}
+    from jaxinit.memory import read_metrics
+    rows = read_metrics(metrics_path)
+    last_epoch = max(r["epoch"] for r in rows)
+    final = [r for r in rows if r["epoch"] == last_epoch]
     return {"sweep": sweep, "rows": rows, "etas": member_learning_rates(sweep, final), "timing": timing}

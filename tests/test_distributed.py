@@ -1,0 +1,133 @@
+"""Several hosts (jaxinit.distributed): launch variables, bad launches, and a real two-process sweep.
+
+The two-process test runs two `python -m experiments.forgetting` processes on this machine, each with
+two forced host devices, joined by `jax.distributed` over localhost (gloo collectives on CPU): the
+same global mesh of four devices as one process with four devices, so the files must be byte-equal.
+"""
+import json
+import os
+import shutil
+import socket
+import subprocess
+import sys
+from pathlib import Path
+
+import jax
+import numpy as np
+import pytest
+
+from experiments import forgetting, igb_init
+from jaxinit import cli, distributed
+from jaxinit.config import ConfigError
+
+ROOT = Path(__file__).resolve().parents[1]
+ARGS = ["--preset", "smoke", "--sweep.sigma_w=0.5,1,1.5,2", "--data.name=gaussian", "--data.n_samples=1000",
+        "--data.dim=32"]
+
+
+def _env(**kw):
+    return {"JAX_COORDINATOR_ADDRESS": "127.0.0.1:1234", "JAX_NUM_PROCESSES": "2", "JAX_PROCESS_ID": "0", **kw}
+
+
+def test_no_variables_means_one_process():
+    assert distributed.launch_settings({}) is None
+    assert distributed.launch_settings({"JAX_PROCESS_ID": ""}) is None
+    assert distributed.launch_settings(_env()) == ("127.0.0.1:1234", 2, 0)
+
+
+@pytest.mark.parametrize("env, fragment", [
+    ({"JAX_NUM_PROCESSES": "2"}, "missing JAX_COORDINATOR_ADDRESS, JAX_PROCESS_ID"),
+    (_env(JAX_COORDINATOR_ADDRESS="localhost"), "HOST:PORT"),
+    (_env(JAX_NUM_PROCESSES="two"), "integers"),
+    (_env(JAX_PROCESS_ID="2"), r"\[0, JAX_NUM_PROCESSES=2\)"),
+    (_env(JAX_PROCESS_ID="-1"), r"\[0, JAX_NUM_PROCESSES=2\)"),
+])
+def test_bad_launch_variables_are_config_errors(env, fragment):
+    with pytest.raises(ConfigError, match=fragment):
+        distributed.launch_settings(env)
+
+
+def test_bad_launch_is_one_line_and_exit_2_before_anything_is_written(tmp_path, monkeypatch, capsys):
+    for k, v in _env(JAX_PROCESS_ID="5").items():
+        monkeypatch.setenv(k, v)
+    out = tmp_path / "run"
+    assert forgetting.run(ARGS + ["--out", str(out)]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and "JAX_PROCESS_ID=5" in err[0]
+    assert not out.exists()
+
+
+def test_single_host_experiments_refuse_a_multi_host_launch(tmp_path, monkeypatch, capsys):
+    for k, v in _env().items():
+        monkeypatch.setenv(k, v)
+    rc = cli.run_experiment("experiments.igb_init", igb_init.__doc__, igb_init.IGBInitConfig, igb_init.PRESETS,
+                            "cpu", igb_init.main, "runs/igb_init_cpu", igb_init.validate,
+                            argv=["--preset", "smoke", "--out", str(tmp_path / "igb")])
+    assert rc == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and "runs on one host" in err[0]
+    assert not (tmp_path / "igb").exists()
+
+
+def test_to_host_and_replicate_on_one_process():
+    tree = {"a": jax.numpy.arange(3.0), "b": (np.int32(4),)}
+    host = distributed.to_host(tree)
+    assert isinstance(host["a"], np.ndarray) and host["a"].tolist() == [0.0, 1.0, 2.0]
+    assert distributed.replicate(tree, None) is tree
+    assert distributed.is_writer() and not distributed.is_multiprocess()
+
+
+# --------------------------------------------------------------------------- two real processes
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def _base_env(devices: int) -> dict:
+    env = {k: v for k, v in os.environ.items() if k not in distributed.ENV_VARS}
+    env["XLA_FLAGS"] = f"--xla_force_host_platform_device_count={devices}"
+    return env
+
+
+def _two_processes(argv, timeout=300):
+    """Run the forgetting CLI as processes 0 and 1 of one run; return their (rc, stderr)."""
+    port = _free_port()
+    procs = []
+    for pid in range(2):
+        env = {**_base_env(2), "JAX_COORDINATOR_ADDRESS": f"127.0.0.1:{port}", "JAX_NUM_PROCESSES": "2",
+               "JAX_PROCESS_ID": str(pid), "JAX_INIT_TIMEOUT": "120"}
+        procs.append(subprocess.Popen([sys.executable, "-m", "experiments.forgetting", *argv], cwd=ROOT, env=env,
+                                      stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True))
+    results = []
+    try:
+        for p in procs:
+            _, err = p.communicate(timeout=timeout)
+            results.append((p.returncode, err))
+    finally:
+        for p in procs:   # one process failing leaves the other waiting in a collective
+            p.kill()
+    return results
+
+
+def test_two_processes_write_the_four_device_files_byte_for_byte_and_resume(tmp_path):
+    four = tmp_path / "four"
+    subprocess.run([sys.executable, "-m", "experiments.forgetting", *ARGS, "--out", str(four)], cwd=ROOT,
+                   env=_base_env(4), check=True, capture_output=True)
+    two = tmp_path / "two"
+    results = _two_processes(ARGS + ["--out", str(two)])
+    assert [rc for rc, _ in results] == [0, 0], results[0][1][-2000:] + results[1][1][-2000:]
+    run = json.loads((two / "run.json").read_text())
+    assert run["processes"] == 2 and run["devices"] == 4
+    for name in ("summary.json", "metrics.jsonl"):
+        assert (two / name).read_bytes() == (four / name).read_bytes(), name
+
+    # Resume on two processes from the epoch-1 checkpoint they wrote together: the same files again.
+    epochs = sorted(int(p.name) for p in (two / "checkpoints").iterdir() if p.name.isdigit())
+    assert epochs[-1] == 2
+    shutil.rmtree(two / "checkpoints" / "2")
+    (two / "summary.json").unlink()
+    results = _two_processes(["--resume", "--out", str(two)])
+    assert [rc for rc, _ in results] == [0, 0], results[0][1][-2000:] + results[1][1][-2000:]
+    for name in ("summary.json", "metrics.jsonl"):
+        assert (two / name).read_bytes() == (four / name).read_bytes(), name
