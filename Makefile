@@ -21,9 +21,13 @@ test: venv
 	$(BIN)/python -m pytest -q -m "not slow" -n 2
 
 # One prepared command for an accelerator machine (< 5 minutes): JSON lines in $(OUT)/bench_accel/benchmark.jsonl.
+# It runs with that machine's own Python (ACCEL_PY), whose jax carries the CUDA/TPU plugin: the .venv above
+# installs jax from the package index, CPU-only, and accelerator machines often have no index to reach.
+# Needs jax, flax, optax, orbax-checkpoint, numpy, scipy there; on a CPU-only jax it stops with one line.
 OUT ?= runs
-bench-accel: venv
-	$(BIN)/python -m experiments.benchmark --preset accel --out $(OUT)/bench_accel
+ACCEL_PY ?= python3
+bench-accel:
+	$(ACCEL_PY) -m experiments.benchmark --preset accel --out $(OUT)/bench_accel
 
 clean:
 	rm -rf runs .pytest_cache

@@ -9,7 +9,8 @@ ratios share the machine's load; step times are medians over `bench.repeats`.
 
     python -m experiments.benchmark --quick      # tiny widths: 4 min on the 2-core CPU below (compiles dominate)
     python -m experiments.benchmark              # preset `default` (= `cpu`) on a CPU, `accel` on a GPU/TPU
-    make bench-accel OUT=runs                    # accel: ResNet-9 full width, K = 1..16; budgeted for < 5 min
+    make bench-accel OUT=runs                    # accel: ResNet-9 full width, K = 1..16; budgeted for < 5 min;
+                                                 # the machine's python3 (ACCEL_PY), refuses a CPU-only jax
 
 Runtime of `default` on a 2-core AMD EPYC VM shared with other jobs (load average ~8, jax 0.10.2): 12 min
 wall, 6 min CPU, 3 repeats (compiles ~55 % of it). `accel` has not run on an accelerator yet.
@@ -93,6 +94,7 @@ class BenchSection:
     repeats: int = 5                # timed epochs per variant (median reported)
     max_epoch_s: float = 120.0      # skip a variant whose epoch, extrapolated from a smaller K, exceeds this
     budget_s: float = 0.0           # > 0: stop starting new (model, K) groups after this many seconds
+    require_accelerator: bool = False   # refuse to start on a CPU (full-width presets would run for hours)
 
 
 @dataclass(frozen=True)
@@ -122,7 +124,8 @@ QUICK = BenchmarkConfig(
 # An H100/H200-class accelerator: ResNet-9 at full width, CIFAR shape and batch, K = 1..16 (< 5 min on an H200).
 ACCEL = BenchmarkConfig(
     bench=BenchSection(models=("resnet9",), members=(1, 16, 8, 4, 2), batch_size=128, conv_batch_size=128,
-                       width_mult=1.0, steps=5, conv_steps=5, repeats=5, max_epoch_s=60.0, budget_s=200.0),
+                       width_mult=1.0, steps=5, conv_steps=5, repeats=5, max_epoch_s=60.0, budget_s=200.0,
+                       require_accelerator=True),
     phase=PhaseSection(n_grid=200, depth=100, baseline_points=20))
 
 PRESETS = {"default": CPU, "cpu": CPU, "quick": QUICK, "accel": ACCEL}
@@ -133,6 +136,10 @@ def validate(cfg: BenchmarkConfig) -> None:
     b = cfg.bench
     _distinct_nonempty("bench.models", b.models, BUILDERS)
     _distinct_nonempty("bench.strategies", b.strategies, STRATEGIES)
+    if b.enabled and b.require_accelerator and jax.default_backend() == "cpu":
+        raise ConfigError("this preset needs a GPU/TPU and jax sees only the CPU: run it with a Python whose jax "
+                          "has the accelerator plugin (make bench-accel ACCEL_PY=...), or set "
+                          "--bench.require_accelerator=false")
     _distinct_nonempty("bench.conv_impls", b.conv_impls, CONV_IMPLS)
     if "sequential" not in b.strategies:
         raise ConfigError("--bench.strategies must include sequential (the reference of every ratio)")

@@ -1,5 +1,6 @@
 """`python -m experiments.benchmark`: the quick set end to end, the JSON-line schema, ratios, bad input."""
 import json
+from dataclasses import replace
 import math
 import time
 
@@ -155,6 +156,14 @@ def test_bad_input_exits_2_with_one_line(tmp_path, capsys, args, fragment):
     assert fragment in _one_error_line(capsys)
 
 
+@pytest.mark.skipif(jax.default_backend() != "cpu", reason="checks the refusal on a CPU-only jax")
+def test_accel_preset_refuses_a_cpu_with_one_line_and_writes_nothing(tmp_path, capsys):
+    assert benchmark.PRESETS["accel"].bench.require_accelerator
+    assert benchmark.run(["--preset", "accel", "--out", str(tmp_path / "a")]) == 2
+    assert "needs a GPU/TPU" in _one_error_line(capsys)
+    assert not (tmp_path / "a").exists()
+
+
 def test_resume_is_refused_with_one_line(tmp_path, capsys):
     out = tmp_path / "r"
     out.mkdir()
@@ -180,8 +189,8 @@ def test_nominal_peaks():
 
 
 def test_presets_validate():
-    for name, cfg in benchmark.PRESETS.items():
-        benchmark.validate(cfg)
+    for name, cfg in benchmark.PRESETS.items():   # accel's device check has its own test below
+        benchmark.validate(replace(cfg, bench=replace(cfg.bench, require_accelerator=False)))
     assert benchmark.PRESETS["accel"].bench.models[0] == "resnet9" and 16 in benchmark.PRESETS["accel"].bench.members
 
 
