@@ -451,7 +451,8 @@ def fit(cfg, out, resume: bool, progress: bool = True) -> dict:
             truncate_rows(metrics_path, start)
     else:
         rows = evaluate_all(sweep, states, splits, 0)
-        if writer:
+        if writer:   # also on --resume with no checkpoint yet: the run starts over
+            metrics_path.unlink(missing_ok=True)
             append_rows(metrics_path, rows)
         if cfg.train.checkpoint_every:
             ckpt.save(0, stacked_states(sweep, states), {"epoch": 0, "n_members": len(sweep.members)})

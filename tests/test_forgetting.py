@@ -183,3 +183,12 @@ def test_members_sharded_over_four_devices_give_the_one_device_summary(tmp_path)
     for m1, m4 in zip(s1["members"], s4["members"]):     # what the study reports is exactly the same
         for key in ("best_epoch", "test_acc_at_best", "train_acc_at_best", "tau_interp"):
             assert m1[key] == m4[key]
+
+
+def test_resume_without_a_checkpoint_starts_over_without_duplicate_rows(tmp_path):
+    out = tmp_path / "run"
+    assert _run(FAST + ["--train.checkpoint_every=0", "--out", str(out)]) == 0
+    first = (out / "metrics.jsonl").read_bytes()
+    assert not [p for p in (out / "checkpoints").glob("*") if p.name.isdigit()]
+    assert _run(["--resume", "--out", str(out)]) == 0
+    assert (out / "metrics.jsonl").read_bytes() == first
