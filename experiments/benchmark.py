@@ -24,7 +24,8 @@ members), `members_per_s` = K / step_s, `ratio_default_vs_sequential` (step time
 `train.default_strategy` with the default `lax` conv / step time of K sequential single-member
 steps, same K), `ratio_vs_sequential` (this line's step time / the same denominator),
 `throughput_vs_one` (members_per_s / that of K = 1, same conv), `flops_per_step` (XLA
-`cost_analysis` of the compiled steps), `achieved_flops`, `peak_flops` (nominal, null when unknown),
+`cost_analysis` of the compiled steps), `achieved_flops`, `peak_flops` (nominal: datasheet TF32 for GPUs,
+estimated from clock and vector-unit flags for CPUs, see `cpu_nominal_peak_flops`; null when unknown),
 `flops_utilization`. A `phase_diagram` line times the vmapped theory phase diagram against the
 per-point numpy/scipy baseline.
 
@@ -177,9 +178,48 @@ def _distinct_nonempty(key: str, values: tuple, allowed) -> None:
 def machine_info() -> dict:
     dev = jax.devices()[0]
     kind = dev.device_kind
+    if jax.default_backend() == "cpu":
+        peak, note = cpu_nominal_peak_flops(_read_cpuinfo(), _cpu_count())
+    else:
+        peak, note = nominal_peak_flops(kind), "nominal dense TF32 tensor-core peak (datasheet); null = unknown"
     return {"platform": jax.default_backend(), "device_kind": kind, "n_devices": jax.device_count(),
-            "peak_flops": nominal_peak_flops(kind), "cpu": _cpu_model(), "cpu_count": _cpu_count(),
+            "peak_flops": peak, "peak_flops_note": note, "cpu": _cpu_model(), "cpu_count": _cpu_count(),
             "jax": jax.__version__, "python": _platform.python_version()}
+
+
+def _read_cpuinfo() -> str:
+    try:
+        return Path("/proc/cpuinfo").read_text()
+    except OSError:
+        return ""
+
+
+def cpu_nominal_peak_flops(cpuinfo: str, n_cpus: int) -> tuple[float | None, str]:
+    """Nominal float32 peak of the CPUs we may run on: n_cpus x clock x FLOP per cycle per core.
+
+    FLOP per cycle from the vector units the flags announce: 32 with AVX2 + FMA (two 256-bit FMA pipes x
+    8 lanes x 2 FLOP; also AMD Zen 4, which runs AVX-512 as two 256-bit halves), 64 for Intel cores with
+    AVX-512 (two 512-bit FMA ports on server parts), 8 otherwise (SSE). The clock is /proc/cpuinfo's
+    "cpu MHz" (the current clock, not the boost one). An estimate: a vCPU may be an SMT sibling sharing
+    its core's pipes, which halves the real ceiling.
+    """
+    fields = {}
+    for line in cpuinfo.splitlines():
+        key, _, value = line.partition(":")
+        fields.setdefault(key.strip(), value.strip())
+    try:
+        mhz = float(fields.get("cpu MHz", ""))
+    except ValueError:
+        return None, "CPU clock unknown (/proc/cpuinfo has no cpu MHz)"
+    flags = set(fields.get("flags", "").split())
+    if "avx512f" in flags and fields.get("vendor_id") == "GenuineIntel":
+        per_cycle = 64
+    elif {"avx2", "fma"} <= flags:
+        per_cycle = 32
+    else:
+        per_cycle = 8
+    peak = n_cpus * mhz * 1e6 * per_cycle
+    return peak, f"estimated: {n_cpus} CPUs x {mhz:.0f} MHz x {per_cycle} FP32 FLOP/cycle (vector-unit flags)"
 
 
 def nominal_peak_flops(device_kind: str) -> float | None:
@@ -487,7 +527,7 @@ def _num(x: Any, fmt: str) -> str:
 def markdown_table(rows: list[dict]) -> str:
     """Train-step lines as a markdown table (medians), then one line per phase-diagram timing."""
     head = ("| model | conv | K | strategy | compile s | step s | members/s | vs sequential | "
-            "default / sequential | vs K=1 | GFLOP/s |\n|---|---|---:|---|---:|---:|---:|---:|---:|---:|---:|")
+            "default / sequential | vs K=1 | GFLOP/s | % of peak |\n|---|---|---:|---|---:|---:|---:|---:|---:|---:|---:|---:|")
     lines = [head]
     train_rows = [r for r in rows if r.get("kind") == "train_step"]
     model_order = {m: i for i, m in reversed(list(enumerate(r["model"] for r in train_rows)))}
@@ -498,7 +538,8 @@ def markdown_table(rows: list[dict]) -> str:
             f"| {r['model']} | {r['conv_impl'] or '-'} | {r['members']} | {r['strategy']} | {r['compile_s']:.1f} | "
             f"{r['step_s']:.4g} | {r['members_per_s']:.3g} | {r['ratio_vs_sequential']:.2f} | "
             f"{_num(r['ratio_default_vs_sequential'], '.2f')} | {_num(r['throughput_vs_one'], '.2f')} | "
-            f"{_num(r['achieved_flops'] and r['achieved_flops'] / 1e9, '.3g')} |")
+            f"{_num(r['achieved_flops'] and r['achieved_flops'] / 1e9, '.3g')} | "
+            f"{_num(r.get('flops_utilization') and 100 * r['flops_utilization'], '.1f')} |")
     lines += [phase_line(r) for r in rows if r.get("kind") == "phase_diagram"]
     return "\n".join(lines)
 
@@ -541,8 +582,7 @@ def main(cfg: BenchmarkConfig, out: Path, resume: bool) -> None:
         _emit(jsonl, rows, phase_rows(cfg, info))
     table = markdown_table(rows)
     (out / "table.md").write_text(table + "\n")
-    cli.write_json_atomic(out / "run.json", {**info, "total_s": time.perf_counter() - t0, "skipped": skipped,
-                                             "peak_flops_note": "nominal dense TF32 tensor-core peak; null = unknown"})
+    cli.write_json_atomic(out / "run.json", {**info, "total_s": time.perf_counter() - t0, "skipped": skipped})
     print(table)
 
 

@@ -182,6 +182,21 @@ def test_canonical_variants_and_distinct_strategies():
     assert len(benchmark.group_variants(b, "resnet9", 4)) == 6
 
 
+ZEN4 = "vendor_id\t: AuthenticAMD\ncpu MHz\t\t: 2596.130\nflags\t\t: fpu sse2 fma avx2 avx512f avx512_bf16\n"
+
+
+def test_cpu_nominal_peak_from_clock_and_vector_flags():
+    peak, note = benchmark.cpu_nominal_peak_flops(ZEN4, 2)
+    assert peak == pytest.approx(2 * 2596.13e6 * 32) and "2 CPUs" in note
+    intel = ZEN4.replace("AuthenticAMD", "GenuineIntel")
+    assert benchmark.cpu_nominal_peak_flops(intel, 2)[0] == pytest.approx(2 * 2596.13e6 * 64)
+    sse = "vendor_id: AuthenticAMD\ncpu MHz: 1000\nflags: fpu sse2\n"
+    assert benchmark.cpu_nominal_peak_flops(sse, 4)[0] == pytest.approx(4 * 1e9 * 8)
+    assert benchmark.cpu_nominal_peak_flops("", 2)[0] is None
+    # Only the first processor's block counts (every block repeats the fields).
+    assert benchmark.cpu_nominal_peak_flops(ZEN4 + "\ncpu MHz\t: 9999\n", 2)[0] == pytest.approx(2 * 2596.13e6 * 32)
+
+
 def test_nominal_peaks():
     assert benchmark.nominal_peak_flops("NVIDIA H200") == pytest.approx(494.7e12)
     assert benchmark.nominal_peak_flops("cpu") is None
