@@ -166,9 +166,9 @@ def _close(a, b, path=""):
 
 
 def test_members_sharded_over_four_devices_give_the_one_device_summary(tmp_path):
-    # Not bit for bit: XLA fuses Adam's bias correction differently in the partitioned program (one ulp of
-    # the update; gradients and moments are bit-equal), so floats get a tolerance and the study's outputs
-    # must match exactly. Gaussian inputs: digits' constant border pixels make Adam + BatchNorm amplify
+    # Not bit for bit: XLA fuses Adam's elementwise update differently in the partitioned program (one ulp
+    # of the update; gradients and moments are bit-equal), so floats get a tolerance and the study's
+    # outputs must match exactly. Gaussian inputs: digits' constant border pixels make Adam + BatchNorm amplify
     # such ulps into lr-sized steps (see tests/test_train.py). Several hosts: tests/test_distributed.py.
     args = FAST + ["--sweep.sigma_w=0.5,1,1.5,2", "--data.name=gaussian", "--data.n_samples=1000", "--data.dim=32"]
     one = tmp_path / "one"
