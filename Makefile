@@ -3,7 +3,7 @@ PY ?= python3
 VENV := .venv
 BIN := $(VENV)/bin
 
-.PHONY: demo test venv bench-accel figures clean
+.PHONY: demo test venv bench-accel accel-check figures clean
 
 $(BIN)/python:
 	$(PY) -m venv $(VENV)
@@ -28,6 +28,15 @@ OUT ?= runs
 ACCEL_PY ?= python3
 bench-accel:
 	$(ACCEL_PY) -m experiments.benchmark --preset accel --out $(OUT)/bench_accel
+
+# A device session's one call: the benchmark above, then the first epoch of the forgetting `paper` preset
+# (ResNet-9, b = 128, 8 sigma_w x 3 seeds per setting) on a random CIFAR-10 stand-in in the real format
+# (the machine cannot download CIFAR-10): its run.json gives seconds per epoch, hence the full run's cost.
+PAPER_SETTINGS ?= sgd,adam,muon
+accel-check: bench-accel
+	$(ACCEL_PY) -m jaxinit.standin cifar10 $(OUT)/cifar10_standin
+	$(ACCEL_PY) -m experiments.forgetting --preset paper --data.dir=$(OUT)/cifar10_standin \
+		--sweep.optimizers=$(PAPER_SETTINGS) --train.epochs=1 --train.checkpoint_every=0 --out $(OUT)/paper_first_epoch
 
 clean:
 	rm -rf runs .pytest_cache

@@ -1,7 +1,6 @@
 """`python -m experiments.forgetting` end to end: outputs, bad input, exact resume after SIGKILL."""
 import json
 import os
-import pickle
 import re
 import signal
 import subprocess
@@ -9,10 +8,10 @@ import sys
 import time
 from pathlib import Path
 
-import numpy as np
 import pytest
 
 from experiments import forgetting
+from jaxinit import standin
 
 ROOT = Path(__file__).resolve().parents[1]
 FAST = ["--preset", "smoke"]
@@ -126,18 +125,8 @@ def test_sigkill_mid_run_then_resume_matches_uninterrupted(tmp_path):
     assert (out / "metrics.jsonl").read_text() == (ref / "metrics.jsonl").read_text()
 
 
-def _write_cifar10(root: Path, n: int) -> None:
-    folder = root / "cifar-10-batches-py"
-    folder.mkdir(parents=True)
-    rng = np.random.default_rng(0)
-    for name, count in [(f"data_batch_{i}", n) for i in range(1, 6)] + [("test_batch", n)]:
-        batch = {b"data": rng.integers(0, 256, (count, 3072), dtype=np.uint8),
-                 b"labels": rng.integers(0, 10, count).tolist()}
-        (folder / name).write_bytes(pickle.dumps(batch))
-
-
 def test_paper_preset_starts_on_a_tiny_stand_in(tmp_path):
-    _write_cifar10(tmp_path / "data", 8)
+    standin.write_cifar10_standin(tmp_path / "data", 8)
     out = tmp_path / "paper"
     code = _run(["--preset", "paper", "--out", str(out), f"--data.dir={tmp_path / 'data'}",
                  "--data.n_val=8", "--model.width_mult=0.0625", "--train.epochs=1", "--train.batch_size=8",
