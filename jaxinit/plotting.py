@@ -126,8 +126,12 @@ def _scale(ax, xs: Sequence[float]) -> None:
     pos = [x for x in xs if x > 0]
     if pos and len(pos) == len(xs):
         ax.set_xscale("log")
+        # Within about a decade matplotlib labels the minor ticks too, and they overprint each other.
+        ax.xaxis.set_minor_formatter(ticker.NullFormatter())
     elif pos:
         ax.set_xscale("symlog", linthresh=min(pos))
+    elif xs:
+        ax.text(0.5, 0.92, "0 in every run", transform=ax.transAxes, ha="center", fontsize=8, color="0.4")
 
 
 def run_epochs(summary: Mapping[str, Any]) -> int | None:
