@@ -131,3 +131,17 @@ def test_two_processes_write_the_four_device_files_byte_for_byte_and_resume(tmp_
     assert [rc for rc, _ in results] == [0, 0], results[0][1][-2000:] + results[1][1][-2000:]
     for name in ("summary.json", "metrics.jsonl"):
         assert (two / name).read_bytes() == (four / name).read_bytes(), name
+
+
+def test_members_the_mesh_does_not_divide_are_replicated_and_match_one_device_exactly(tmp_path):
+    # 3 members, sequential: no chunk can be laid over 4 devices, so every host trains every member on a
+    # replicated global array; the arithmetic is then the one-device program's, bit for bit.
+    args = ARGS[:2] + ["--sweep.sigma_w=0.5,1,2", "--train.strategy=sequential"] + ARGS[3:]
+    one = tmp_path / "one"
+    subprocess.run([sys.executable, "-m", "experiments.forgetting", *args, "--out", str(one)], cwd=ROOT,
+                   env=_base_env(1), check=True, capture_output=True)
+    two = tmp_path / "two"
+    results = _two_processes(args + ["--out", str(two)])
+    assert [rc for rc, _ in results] == [0, 0], results[0][1][-2000:] + results[1][1][-2000:]
+    for name in ("summary.json", "metrics.jsonl"):
+        assert (two / name).read_bytes() == (one / name).read_bytes(), name
