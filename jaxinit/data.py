@@ -33,7 +33,7 @@ import random
 import tarfile
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Callable, Iterator, NamedTuple
+from typing import Callable, NamedTuple
 
 import jax
 import jax.numpy as jnp
@@ -464,19 +464,5 @@ def augment(key: jax.Array, xb: jax.Array) -> jax.Array:
     return jax.vmap(_augment_one)(jax.random.split(key, xb.shape[0]), xb)
 
 
-def iterate_eval(x: jax.Array, y: jax.Array, batch_size: int) -> Iterator[tuple]:
-    """Fixed-size (xb, yb, mask) chunks; the last one is zero-padded so one compiled eval fits all."""
-    n = len(y)
-    size = max(1, min(batch_size, n))
-    for start in range(0, n, size):
-        xb, yb = x[start:start + size], y[start:start + size]
-        pad = size - len(yb)
-        mask = jnp.arange(size) < len(yb)
-        if pad:
-            xb = jnp.concatenate([xb, jnp.zeros((pad,) + xb.shape[1:], xb.dtype)])
-            yb = jnp.concatenate([yb, jnp.zeros((pad,), yb.dtype)])
-        yield xb, yb, mask
-
-
 __all__ = ["Dataset", "NAMES", "load_dataset", "split_indices", "normalize", "read_idx",
-           "epoch_permutation", "steps_per_epoch", "get_batch", "augment", "iterate_eval"]
+           "epoch_permutation", "steps_per_epoch", "get_batch", "augment"]

@@ -364,15 +364,6 @@ def test_augment_is_identity_off_images():
         np.testing.assert_array_equal(data.augment(key, x), x)
 
 
-def test_iterate_eval_covers_every_example_once():
-    x = jnp.arange(14.0).reshape(7, 2)
-    y = jnp.arange(7, dtype=jnp.int32)
-    chunks = list(data.iterate_eval(x, y, 3))
-    assert [c[0].shape for c in chunks] == [(3, 2)] * 3
-    seen = np.concatenate([np.asarray(yb)[np.asarray(m)] for _, yb, m in chunks])
-    np.testing.assert_array_equal(seen, np.arange(7))
-
-
 def test_dataset_is_a_pytree_with_static_metadata():
     ds = data.load_dataset(DataConfig(name="gaussian", n_samples=50, dim=3))
     assert len(jax.tree_util.tree_leaves(ds)) == 6

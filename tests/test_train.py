@@ -140,3 +140,12 @@ def test_progress_bar_only_on_a_terminal():
     assert train.show_progress(True, Tty()) is True
     assert train.show_progress(True, io.StringIO()) is False      # a log file or a CI pipe
     assert train.show_progress(False, Tty()) is False
+
+
+def test_pad_split_covers_every_example_once_in_one_batch_shape():
+    x = jnp.arange(14.0).reshape(7, 2)
+    y = jnp.arange(7, dtype=jnp.int32)
+    split = train.pad_split(x, y, 3)
+    assert split.x.shape == (9, 2) and split.n == 7 and split.batch == 3
+    np.testing.assert_array_equal(np.asarray(split.y)[np.asarray(split.mask)], np.arange(7))
+    assert train.pad_split(x, y, 50).batch == 7          # a batch never exceeds the split
