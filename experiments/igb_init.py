@@ -83,7 +83,7 @@ class ProbeConfig:
     grads: tuple[str, ...] = ("mlp", "resmlp")   # models whose backpropagated signals are measured
     seed: int = 0
     c0_quantiles: int = 16
-    theory_samples: int = 1000                    # networks per theory.igb.fmax_samples call (histograms, 10-class table)
+    theory_samples: int = 1000                    # networks per theory.igb.fmax_samples call (f_max histograms)
 
 
 @dataclass(frozen=True)
@@ -144,9 +144,6 @@ def main(cfg: IGBInitConfig, out: Path, resume: bool) -> None:
     k_inputs, k_draws, k_theory = jax.random.split(key, 3)
     sw_G, sb_G = grid_points(cfg.grid)
     summary, skipped, timings = {}, {}, {}
-    t0 = time.time()
-    table = fmax_table(10, cfg.probe.theory_samples, jax.random.fold_in(k_theory, 10))
-    timings["fmax_table_10_classes"] = round(time.time() - t0, 2)
     for input_name in cfg.probe.inputs:
         try:
             x, labels = load_inputs(input_name, cfg, jax.random.fold_in(k_inputs, INPUTS.index(input_name)))
@@ -165,7 +162,7 @@ def main(cfg: IGBInitConfig, out: Path, resume: bool) -> None:
             res = bias.probe_draws(jax.random.fold_in(k_draws, hash_name(case)), cfg.probe.n_draws, sw_G, sb_G,
                                    xin, labels, spec, with_grads=model_of(case) in cfg.probe.grads)
             res["n_inputs"] = np.array(len(x))
-            res.update(theory_for_case(case, spec, sw_G, sb_G, c0_pairs, res, cfg.probe, k_theory, table))
+            res.update(theory_for_case(case, spec, sw_G, sb_G, c0_pairs, res, cfg.probe, k_theory))
             res.update(sigma_w2=sw_G, sigma_b2=sb_G, c0_mean=np.mean(c0_pairs), c0_std=np.std(c0_pairs))
             path.parent.mkdir(parents=True, exist_ok=True)
             np.savez(path, **res)
@@ -266,26 +263,17 @@ def mean_field_c(case: str, spec, sw_G: np.ndarray, sb_G: np.ndarray, c0s: np.nd
     return per_c0(c0s).mean(axis=1), per_c0(np.array([np.mean(c0s)]))[:, 0]
 
 
-GAMMA_TABLE = np.geomspace(1e-3, 1e4, 22)   # 3 points a decade: E f_max is smooth in log gamma
+GAMMA_RANGE = (1e-3, 1e4)   # theory.igb.fmax_mean's quadrature is checked to ~5e-7 on this range
 
 
-def fmax_table(n_classes: int, n_networks: int, key) -> np.ndarray:
-    """E f_max on GAMMA_TABLE from `theory.igb.fmax_samples` (its 2^16-network `fmax_mean` is too slow
-    on a CPU for n > 2 classes; `n_networks` sets the Monte Carlo error, ~0.3 / sqrt(n_networks))."""
-    import jax
-    from theory import igb as tigb
-    return np.array([np.mean(tigb.fmax_samples(jax.random.fold_in(key, t), g, n_classes, n_networks))
-                     for t, g in enumerate(GAMMA_TABLE)])
-
-
-def fmax_predicted(gamma, n_classes: int, table: np.ndarray | None) -> np.ndarray:
-    """E f_max at `gamma`: closed form for 2 classes, interpolation in log gamma of the table otherwise."""
+def fmax_predicted(gamma, n_classes: int) -> np.ndarray:
+    """E f_max at `gamma` from `theory.igb.fmax_mean`: closed form for 2 classes, deterministic quadrature
+    otherwise (gamma clipped to GAMMA_RANGE, where f_max is within 1e-3 of its limits)."""
     from theory import igb as tigb
     gamma = np.asarray(gamma, float)
     if n_classes == 2:
         return np.asarray(tigb.fmax_mean(gamma, 2), float)
-    log_g = np.log(np.clip(gamma, GAMMA_TABLE[0], GAMMA_TABLE[-1]))
-    return np.interp(log_g, np.log(GAMMA_TABLE), table)
+    return np.asarray(tigb.fmax_mean(np.clip(gamma, *GAMMA_RANGE), n_classes), float)
 
 
 def fmax_finite_n(g_samples: np.ndarray, n_inputs: int) -> float:
@@ -300,14 +288,14 @@ def fmax_finite_n(g_samples: np.ndarray, n_inputs: int) -> float:
     return float(np.mean(pmf @ (np.maximum(k, n_inputs - k) / n_inputs)))
 
 
-def theory_for_case(case, spec, sw_G, sb_G, c0_pairs, res, probe: ProbeConfig, key, table) -> dict[str, np.ndarray]:
+def theory_for_case(case, spec, sw_G, sb_G, c0_pairs, res, probe: ProbeConfig, key) -> dict[str, np.ndarray]:
     """Mean-field c per layer and the IGB f_max predictions, stored next to the measurements."""
     import jax
     from theory import igb as tigb
     out = {}
     gamma_readout = np.asarray(tigb.gamma_from_c(np.clip(res["c_readout"], 0.0, 1.0 - 1e-12)), float)
     for n_cls, tag in ((2, "2"), (10, "all")):
-        out[f"fmax{tag}_theory_readout"] = np.mean(fmax_predicted(gamma_readout, n_cls, table), axis=0)
+        out[f"fmax{tag}_theory_readout"] = np.mean(fmax_predicted(gamma_readout, n_cls), axis=0)
     if theory_act(case, spec) is None:
         return out
     c0s = c0_representatives(c0_pairs, probe.c0_quantiles)
@@ -316,7 +304,7 @@ def theory_for_case(case, spec, sw_G, sb_G, c0_pairs, res, probe: ProbeConfig, k
         gamma_out = np.asarray(tigb.gamma_from_c(np.clip(out["c_theory"][:, -1], 0.0, 1.0 - 1e-12)), float)
         out["gamma_theory_out"] = gamma_out
         for n_cls, tag in ((2, "2"), (10, "all")):
-            out[f"fmax{tag}_theory_mf"] = fmax_predicted(gamma_out, n_cls, table)
+            out[f"fmax{tag}_theory_mf"] = fmax_predicted(gamma_out, n_cls)
         out["fmax2_samples_mf"] = np.stack([
             np.asarray(tigb.fmax_samples(jax.random.fold_in(key, g), gamma_out[g], 2, probe.theory_samples), float)
             for g in range(len(gamma_out))])
