@@ -25,7 +25,7 @@ members), `members_per_s` = K / step_s, `ratio_default_vs_sequential` (step time
 steps, same K), `ratio_vs_sequential` (this line's step time / the same denominator),
 `throughput_vs_one` (members_per_s / that of K = 1, same conv), `flops_per_step` (XLA
 `cost_analysis` of the compiled steps), `achieved_flops`, `peak_flops` (nominal: datasheet TF32 for GPUs,
-estimated from clock and vector-unit flags for CPUs, see `cpu_nominal_peak_flops`; null when unknown),
+estimated from clock and vector-unit flags for CPUs, see `jaxinit.bench.cpu_nominal_peak_flops`; null when unknown),
 `flops_utilization`. A `phase_diagram` line times the vmapped theory phase diagram against the
 per-point numpy/scipy baseline.
 
@@ -37,81 +37,22 @@ against ~3,500 s point by point (510x). Full table and machine: README ("Benchma
 """
 from __future__ import annotations
 
-import contextlib
-import functools
 import json
 import math
-import platform as _platform
 import sys
 import time
-from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, NamedTuple
 
 import jax
-import jax.monitoring
-import jax.numpy as jnp
 
-from jaxinit import cli, train
-from jaxinit.config import ConfigError, ModelConfig, OptConfig
-from jaxinit.data import Dataset
+from jaxinit import cli
+from jaxinit.bench import (STRATEGIES, BenchmarkConfig, BenchSection, CompileClock, PhaseSection, batch_size,
+                           group_rows, input_shape, machine_info, markdown_table, measure_group, model_width_mults,
+                           steps, synthetic_dataset)
+from jaxinit.config import ConfigError, OptConfig
 from jaxinit.models import BUILDERS
 from jaxinit.models.layers import CONV_IMPLS
 from jaxinit.optim import resolve_setting
-
-STRATEGIES = ("sequential", "vmap", "chunked")
-N_CLASSES = 10
-SIGMA_RANGE = (0.5, 2.0)           # members: K distinct sigma_w, one seed (one compiled step per setting)
-
-# Nominal dense peaks in FLOP/s by device_kind prefix. float32 matmuls and convs run as TF32 on these
-# GPUs under JAX's default precision, so the TF32 tensor-core figure is the ceiling that applies.
-NOMINAL_PEAK_FLOPS = {
-    "NVIDIA H200": 494.7e12,          # same SXM compute as the H100 (datasheet)
-    "NVIDIA H100 80GB HBM3": 494.7e12,  # SXM
-    "NVIDIA H100 PCIe": 378.0e12,
-    "NVIDIA A100": 156.0e12,
-}
-
-
-@dataclass(frozen=True)
-class BenchSection:
-    enabled: bool = True            # false: only the phase-diagram timing
-    models: tuple[str, ...] = ("mlp", "resnet20", "resnet9")
-    members: tuple[int, ...] = (1, 4, 8, 16)
-    strategies: tuple[str, ...] = STRATEGIES
-    conv_impls: tuple[str, ...] = ("lax", "im2col")   # conv nets only; lax is the reference
-    chunk: int = 4                  # members per vmap call of the chunked strategy
-    batch_size: int = 128           # MLP batch
-    conv_batch_size: int = 128      # conv-net batch
-    optimizer: str = "sgd"          # setting label (jaxinit.optim)
-    mlp_width: int = 512
-    mlp_depth: int = 4
-    mlp_input: int = 784            # MLP input dimension (784-512x4-10 as in MEASURED.md)
-    width_mult: float = 1.0         # conv-net channels x width_mult
-    model_width_mult: tuple[str, ...] = ()   # per-model "name=value" entries overriding width_mult
-    image_size: int = 32            # conv-net inputs (image_size, image_size, 3)
-    steps: int = 2                  # MLP train steps per timed epoch
-    conv_steps: int = 2             # conv-net train steps per timed epoch
-    repeats: int = 5                # timed epochs per variant (median reported)
-    max_epoch_s: float = 120.0      # skip a variant whose epoch, extrapolated from a smaller K, exceeds this
-    budget_s: float = 0.0           # > 0: stop starting new (model, K) groups after this many seconds
-    require_accelerator: bool = False   # refuse to start on a CPU (full-width presets would run for hours)
-
-
-@dataclass(frozen=True)
-class PhaseSection:
-    enabled: bool = True
-    n_grid: int = 200               # grid points per axis of the jax phase diagram
-    depth: int = 100
-    baseline_points: int = 20       # per-point numpy/scipy baseline: points timed (extrapolated to the grid)
-    repeats: int = 3                # first calls of the jax diagram (caches cleared before each)
-
-
-@dataclass(frozen=True)
-class BenchmarkConfig:
-    bench: BenchSection = BenchSection()
-    phase: PhaseSection = PhaseSection()
-
 
 # Full set for this 2-core CPU: reduced conv widths and batch (full-width ResNet-9 costs ~3 s a step here and
 # 16 GB under vmap), so that the whole run stays under 10 minutes: ResNet-20 4-8-16, ResNet-9 8-16-32-64, b = 32.
@@ -159,7 +100,7 @@ def validate(cfg: BenchmarkConfig) -> None:
     for key in ("width_mult", "max_epoch_s"):
         if not (getattr(b, key) > 0 and math.isfinite(getattr(b, key))):
             raise ConfigError(f"--bench.{key} must be finite and > 0, got {getattr(b, key)}")
-    for name, value in _model_width_mults(b).items():
+    for name, value in model_width_mults(b).items():
         if name not in BUILDERS or name == "mlp" or not (value > 0 and math.isfinite(value)):
             raise ConfigError(f"--bench.model_width_mult: {name}={value} needs a conv net and a finite value > 0")
     for key in ("n_grid", "depth", "baseline_points", "repeats"):
@@ -174,337 +115,6 @@ def _distinct_nonempty(key: str, values: tuple, allowed) -> None:
         raise ConfigError(f"--{key} must list distinct values from {'|'.join(allowed)}, got {','.join(values)}")
 
 
-# --------------------------------------------------------------------------- the machine
-def machine_info() -> dict:
-    dev = jax.devices()[0]
-    kind = dev.device_kind
-    if jax.default_backend() == "cpu":
-        peak, note = cpu_nominal_peak_flops(_read_cpuinfo(), _cpu_count())
-    else:
-        peak, note = nominal_peak_flops(kind), "nominal dense TF32 tensor-core peak (datasheet); null = unknown"
-    return {"platform": jax.default_backend(), "device_kind": kind, "n_devices": jax.device_count(),
-            "peak_flops": peak, "peak_flops_note": note, "cpu": _cpu_model(), "cpu_count": _cpu_count(),
-            "jax": jax.__version__, "python": _platform.python_version()}
-
-
-def _read_cpuinfo() -> str:
-    try:
-        return Path("/proc/cpuinfo").read_text()
-    except OSError:
-        return ""
-
-
-def cpu_nominal_peak_flops(cpuinfo: str, n_cpus: int) -> tuple[float | None, str]:
-    """Nominal float32 peak of the CPUs we may run on: n_cpus x clock x FLOP per cycle per core.
-
-    FLOP per cycle from the vector units the flags announce: 32 with AVX2 + FMA (two 256-bit FMA pipes x
-    8 lanes x 2 FLOP; also AMD Zen 4, which runs AVX-512 as two 256-bit halves), 64 for Intel cores with
-    AVX-512 (two 512-bit FMA ports on server parts), 8 otherwise (SSE). The clock is /proc/cpuinfo's
-    "cpu MHz" (the current clock, not the boost one). An estimate: a vCPU may be an SMT sibling sharing
-    its core's pipes, which halves the real ceiling.
-    """
-    fields = {}
-    for line in cpuinfo.splitlines():
-        key, _, value = line.partition(":")
-        fields.setdefault(key.strip(), value.strip())
-    try:
-        mhz = float(fields.get("cpu MHz", ""))
-    except ValueError:
-        return None, "CPU clock unknown (/proc/cpuinfo has no cpu MHz)"
-    flags = set(fields.get("flags", "").split())
-    if "avx512f" in flags and fields.get("vendor_id") == "GenuineIntel":
-        per_cycle = 64
-    elif {"avx2", "fma"} <= flags:
-        per_cycle = 32
-    else:
-        per_cycle = 8
-    peak = n_cpus * mhz * 1e6 * per_cycle
-    return peak, f"estimated: {n_cpus} CPUs x {mhz:.0f} MHz x {per_cycle} FP32 FLOP/cycle (vector-unit flags)"
-
-
-def nominal_peak_flops(device_kind: str) -> float | None:
-    """Nominal dense peak (see NOMINAL_PEAK_FLOPS); None where the datasheet number is not known here."""
-    for prefix, peak in NOMINAL_PEAK_FLOPS.items():
-        if device_kind.startswith(prefix):
-            return peak
-    return None
-
-
-def _cpu_model() -> str:
-    try:
-        for line in Path("/proc/cpuinfo").read_text().splitlines():
-            if line.startswith("model name"):
-                return line.split(":", 1)[1].strip()
-    except OSError:
-        pass
-    return _platform.processor() or "unknown"
-
-
-def _cpu_count() -> int:
-    import os
-    return len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (os.cpu_count() or 1)
-
-
-# --------------------------------------------------------------------------- compile clock
-class CompileClock:
-    """Seconds JAX spends tracing, lowering and compiling while active (jax.monitoring events)."""
-
-    EVENTS = ("/jax/core/compile/jaxpr_trace_duration", "/jax/core/compile/jaxpr_to_mlir_module_duration",
-              "/jax/core/compile/backend_compile_duration")
-
-    def __init__(self):
-        self.seconds = 0.0
-        self._active = False
-        jax.monitoring.register_event_duration_secs_listener(self._listen)
-
-    def _listen(self, event: str, duration: float, **_) -> None:
-        if self._active and event in self.EVENTS:
-            self.seconds += duration
-
-    @contextlib.contextmanager
-    def measure(self):
-        start, self._active = self.seconds, True
-        box = {}
-        try:
-            yield box
-        finally:
-            self._active = False
-            box["seconds"] = self.seconds - start
-
-
-# --------------------------------------------------------------------------- one variant
-class Variant(NamedTuple):
-    conv_impl: str | None
-    strategy: str
-
-
-def model_config(b: BenchSection, name: str, conv_impl: str | None) -> ModelConfig:
-    if name == "mlp":
-        return ModelConfig(name="mlp", width=b.mlp_width, depth=b.mlp_depth, batchnorm=True)
-    return ModelConfig(name=name, width_mult=width_mult(b, name), conv_impl=conv_impl, batchnorm=True)
-
-
-def width_mult(b: BenchSection, name: str) -> float:
-    """`bench.model_width_mult` entry of `name` if any, else `bench.width_mult`."""
-    return _model_width_mults(b).get(name, b.width_mult)
-
-
-def _model_width_mults(b: BenchSection) -> dict[str, float]:
-    out = {}
-    for entry in b.model_width_mult:
-        name, _, value = entry.partition("=")
-        try:
-            out[name.strip()] = float(value)
-        except ValueError:
-            raise ConfigError(f"--bench.model_width_mult: expected name=value entries, got {entry!r}") from None
-    return out
-
-
-def input_shape(b: BenchSection, name: str) -> tuple:
-    return (b.mlp_input,) if name == "mlp" else (b.image_size, b.image_size, 3)
-
-
-def batch_size(b: BenchSection, name: str) -> int:
-    return b.batch_size if name == "mlp" else b.conv_batch_size
-
-
-def steps(b: BenchSection, name: str) -> int:
-    return b.steps if name == "mlp" else b.conv_steps
-
-
-def synthetic_dataset(shape: tuple, n: int, seed: int = 0):
-    """Gaussian inputs and uniform labels on the device, in the `jaxinit.data.Dataset` form training uses."""
-    kx, ky = jax.random.split(jax.random.key(seed))
-    x = jax.random.normal(kx, (n, *shape), jnp.float32)
-    y = jax.random.randint(ky, (n,), 0, N_CLASSES, jnp.int32)
-    return Dataset(x, y, x[:1], y[:1], x[:1], y[:1], N_CLASSES, tuple(shape), "synthetic")
-
-
-def make_sweep(b: BenchSection, name: str, variant: Variant, k: int, ds):
-    """The `train.Sweep` a K-member run of `variant` builds (same chunks and compiled functions)."""
-    setting = resolve_setting(b.optimizer, OptConfig())
-    sigmas = [float(s) for s in _linspace(*SIGMA_RANGE, k)]
-    members = train.make_members((b.optimizer,), sigmas, 1)
-    make = functools.partial(train.compiled_fns, model_config(b, name, variant.conv_impl), tuple(ds.input_shape),
-                             N_CLASSES, setting, steps(b, name), 1, batch_size(b, name), False)
-    chunks = train.split_chunks(members, train.chunk_size(variant.strategy, k, b.chunk), make)
-    return train.Sweep(ds, members, {b.optimizer: setting}, {b.optimizer: chunks}, steps(b, name), variant.strategy)
-
-
-def _linspace(lo: float, hi: float, k: int) -> list[float]:
-    return [lo] if k == 1 else [lo + (hi - lo) * i / (k - 1) for i in range(k)]
-
-
-def run_epoch(sweep, states, epoch: int):
-    """One timed epoch (`sweep.steps_per_epoch` steps of every chunk) through `train.train_epoch`."""
-    t = time.perf_counter()
-    states = train.train_epoch(sweep, states, epoch)
-    jax.block_until_ready(states)
-    return states, time.perf_counter() - t
-
-
-def chunk_shapes(sweep) -> list[int]:
-    """Members per compiled call of each chunk; 0 for an unbatched (single-member) step."""
-    return [len(c.members) if c.batched else 0 for chunks in sweep.groups.values() for c in chunks]
-
-
-def step_flops(sweep, states) -> float | None:
-    """FLOPs of one step of every member, from XLA's cost analysis of each distinct compiled step."""
-    total, seen = 0.0, {}
-    for label, chunks in sweep.groups.items():
-        for chunk, state in zip(chunks, states[label]):
-            shape = len(chunk.members) if chunk.batched else 0
-            if shape not in seen:
-                _, seeds = train.chunk_args(chunk)
-                perm = chunk.fns.perm(seeds, jnp.int32(0), int(sweep.ds.x_train.shape[0]))
-                compiled = chunk.fns.step.lower(state, sweep.ds.x_train, sweep.ds.y_train, perm, jnp.int32(0),
-                                                seeds).compile()
-                seen[shape] = _flops(compiled.cost_analysis())
-            if seen[shape] is None:
-                return None
-            total += seen[shape]
-    return total
-
-
-def _flops(analysis: Any) -> float | None:
-    if isinstance(analysis, (list, tuple)):
-        analysis = analysis[0] if analysis else None
-    value = (analysis or {}).get("flops")
-    return float(value) if value is not None and value > 0 else None
-
-
-# --------------------------------------------------------------------------- one (model, K) group
-def group_variants(b: BenchSection, name: str, k: int) -> list[Variant]:
-    """Distinct variants at K: at K = 1 every strategy is the single-member step; chunked == vmap when chunk >= K."""
-    impls = [None] if name == "mlp" else list(b.conv_impls)
-    out = []
-    for impl in impls:
-        for strategy in b.strategies:
-            if k == 1 and strategy != "sequential":
-                continue
-            if strategy == "chunked" and b.chunk >= k:
-                continue
-            out.append(Variant(impl, strategy))
-    return out
-
-
-def measure_group(cfg: BenchmarkConfig, name: str, k: int, ds, clock: CompileClock, compiled: dict,
-                  previous: dict, skipped: list) -> tuple[dict[Variant, dict], dict[str | None, float]]:
-    """Every variant of one (model, K), timed interleaved with one single member per conv impl.
-
-    Returns ({variant: step_s, step_s_min, compile_s, chunk, flops_per_step}, {conv_impl: one member's step_s}).
-    """
-    b = cfg.bench
-    runs = {}                                   # (variant, members) -> [sweep, states, compile_s]
-    for v in group_variants(b, name, k):
-        guess = _predicted_epoch_s(previous, name, v, k, b)
-        if guess is not None and guess > b.max_epoch_s and v.strategy != "sequential":
-            skipped.append({"model": name, "conv_impl": v.conv_impl, "members": k, "strategy": v.strategy,
-                            "predicted_epoch_s": round(guess, 3)})
-            print(f"skipping {name} {v.conv_impl or ''} {v.strategy} K={k}: predicted epoch {guess:.0f} s "
-                  f"> bench.max_epoch_s={b.max_epoch_s:g}", file=sys.stderr)
-            continue
-        runs[(v, k)] = _prepare(b, name, v, k, ds, clock, compiled)
-    if k > 1:                                   # the K = 1 reference of throughput_vs_one, timed alongside
-        for impl in {v.conv_impl for v, _ in runs}:
-            runs[(Variant(impl, "sequential"), 1)] = _prepare(b, name, Variant(impl, "sequential"), 1, ds, clock,
-                                                              compiled)
-    times = _time_interleaved(runs, b.repeats)
-    measured, ones = {}, {}
-    for (v, members), (sweep, states, compile_s) in runs.items():
-        if members == 1:
-            ones[v.conv_impl] = _median(times[(v, members)])
-        if members != k:
-            continue
-        measured[v] = {"step_s": _median(times[(v, k)]), "step_s_min": min(times[(v, k)]), "repeats": b.repeats,
-                       "compile_s": compile_s, "chunk": max(chunk_shapes(sweep)) or 1,
-                       "flops_per_step": step_flops(sweep, states)}
-        previous[(name, v)] = (k, measured[v]["step_s"])
-    return measured, ones
-
-
-def _prepare(b: BenchSection, name: str, v: Variant, k: int, ds, clock: CompileClock, compiled: dict) -> list:
-    """[sweep, warmed-up states, compile_s]; a variant's compile_s counts each executable it needs once."""
-    sweep = make_sweep(b, name, v, k, ds)
-    states = train.init_states(sweep)
-    with clock.measure() as took:           # warm-up epoch: compiles whatever this variant is the first to need
-        states, _ = run_epoch(sweep, states, 0)
-    shapes = sorted(set(chunk_shapes(sweep)))
-    new = [s for s in shapes if (v.conv_impl, s) not in compiled]
-    for s in new:                           # a warm-up that compiled several new shapes shares its time
-        compiled[(v.conv_impl, s)] = took["seconds"] / len(new)
-    return [sweep, states, sum(compiled[(v.conv_impl, s)] for s in shapes)]
-
-
-def _time_interleaved(runs: dict, repeats: int) -> dict:
-    """Per-step seconds of each run, `repeats` times; repeat r runs every one once, in an order rotated by r."""
-    order = list(runs)
-    times = {key: [] for key in order}
-    for r in range(repeats):
-        for key in order[r % len(order):] + order[:r % len(order)]:
-            sweep = runs[key][0]
-            runs[key][1], seconds = run_epoch(sweep, runs[key][1], r + 1)
-            times[key].append(seconds / sweep.steps_per_epoch)
-    return times
-
-
-def _predicted_epoch_s(previous: dict, name: str, v: Variant, k: int, b: BenchSection) -> float | None:
-    """Linear extrapolation in K of the variant's step time at a smaller K (chunked: vmap's, if its own is new)."""
-    hit = previous.get((name, v))
-    if hit is None and v.strategy == "chunked":
-        hit = previous.get((name, Variant(v.conv_impl, "vmap")))
-    return None if hit is None else hit[1] * k / hit[0] * steps(b, name)
-
-
-def _median(xs: list[float]) -> float:
-    s = sorted(xs)
-    n = len(s)
-    return s[n // 2] if n % 2 else 0.5 * (s[n // 2 - 1] + s[n // 2])
-
-
-# --------------------------------------------------------------------------- JSON lines
-def canonical(v: Variant, k: int, chunk: int) -> Variant:
-    """The measured variant that runs the same code as `v` at K (K = 1: single step; chunk >= K: vmap)."""
-    if k == 1:
-        return Variant(v.conv_impl, "sequential")
-    if v.strategy == "chunked" and chunk >= k:
-        return Variant(v.conv_impl, "vmap")
-    return v
-
-
-def group_rows(cfg: BenchmarkConfig, info: dict, name: str, k: int, measured: dict, ones: dict) -> list[dict]:
-    """One line per measured variant, with the ratios of the group (same model, same K).
-
-    `ones`: {conv_impl: step seconds of one member}, timed in the same group (at K = 1 the line itself).
-    """
-    b = cfg.bench
-    ref_impl = None if name == "mlp" else "lax"
-    default = train.default_strategy(name, info["platform"])
-    ref = measured[Variant(ref_impl, "sequential")]["step_s"]
-    dflt = measured.get(canonical(Variant(ref_impl, default), k, b.chunk))
-    ratio_default = dflt["step_s"] / ref if dflt is not None else None
-    rows = []
-    for v, m in measured.items():
-        per_s = k / m["step_s"]
-        one = m["step_s"] if k == 1 else ones.get(v.conv_impl)
-        achieved = m["flops_per_step"] / m["step_s"] if m["flops_per_step"] else None
-        peak = info["peak_flops"]
-        rows.append({
-            "kind": "train_step", "platform": info["platform"], "device_kind": info["device_kind"],
-            "model": name, "conv_impl": v.conv_impl, "members": k, "strategy": v.strategy, "chunk": m["chunk"],
-            "batch_size": batch_size(b, name), "input_shape": list(input_shape(b, name)),
-            "width_mult": None if name == "mlp" else width_mult(b, name), "optimizer": b.optimizer,
-            "compile_s": m["compile_s"], "step_s": m["step_s"], "step_s_min": m["step_s_min"],
-            "repeats": m["repeats"], "members_per_s": per_s,
-            "default_strategy": default, "ratio_default_vs_sequential": ratio_default,
-            "ratio_vs_sequential": m["step_s"] / ref,
-            "throughput_vs_one": per_s * one if one else None,
-            "flops_per_step": m["flops_per_step"], "achieved_flops": achieved, "peak_flops": peak,
-            "flops_utilization": achieved / peak if achieved and peak else None,
-        })
-    return rows
-
-
 # --------------------------------------------------------------------------- phase diagram
 def phase_rows(cfg: BenchmarkConfig, info: dict) -> list[dict]:
     """The vmapped theory phase diagram against the per-point numpy/scipy baseline (experiments.phase_diagram)."""
@@ -517,42 +127,6 @@ def phase_rows(cfg: BenchmarkConfig, info: dict) -> list[dict]:
     t = time_phase_diagram(n_grid=p.n_grid, depth=p.depth, baseline_points=p.baseline_points, repeats=p.repeats)
     return [{**t, "kind": "phase_diagram", "platform": info["platform"], "device_kind": info["device_kind"],
              "model": "phase_diagram"}]
-
-
-# --------------------------------------------------------------------------- table
-def _num(x: Any, fmt: str) -> str:
-    return "-" if x is None else format(x, fmt)
-
-
-def markdown_table(rows: list[dict]) -> str:
-    """Train-step lines as a markdown table (medians), then one line per phase-diagram timing."""
-    head = ("| model | conv | K | strategy | compile s | step s | members/s | vs sequential | "
-            "default / sequential | vs K=1 | GFLOP/s | % of peak |\n|---|---|---:|---|---:|---:|---:|---:|---:|---:|---:|---:|")
-    lines = [head]
-    train_rows = [r for r in rows if r.get("kind") == "train_step"]
-    model_order = {m: i for i, m in reversed(list(enumerate(r["model"] for r in train_rows)))}
-    train_rows.sort(key=lambda r: (model_order[r["model"]], r["conv_impl"] == "im2col", r["members"],
-                                   STRATEGIES.index(r["strategy"])))
-    for r in train_rows:
-        lines.append(
-            f"| {r['model']} | {r['conv_impl'] or '-'} | {r['members']} | {r['strategy']} | {r['compile_s']:.1f} | "
-            f"{r['step_s']:.4g} | {r['members_per_s']:.3g} | {r['ratio_vs_sequential']:.2f} | "
-            f"{_num(r['ratio_default_vs_sequential'], '.2f')} | {_num(r['throughput_vs_one'], '.2f')} | "
-            f"{_num(r['achieved_flops'] and r['achieved_flops'] / 1e9, '.3g')} | "
-            f"{_num(r.get('flops_utilization') and 100 * r['flops_utilization'], '.1f')} |")
-    lines += [phase_line(r) for r in rows if r.get("kind") == "phase_diagram"]
-    return "\n".join(lines)
-
-
-def phase_line(r: dict) -> str:
-    try:
-        return (f"\nphase diagram ({r['act']}, {r['n_grid']} x {r['n_grid']}, depth {r['depth']}): jax "
-                f"{r['jax_first_s']:.2f} s first call (compile included), {r['jax_second_s']:.2f} s next call; "
-                f"numpy/scipy {r['baseline_per_point_s']:.3g} s a point ({r['baseline_points']} points timed) "
-                f"-> {r['baseline_extrapolated_s']:.0f} s for the grid; speedup {r['speedup_first_call']:.0f}x "
-                f"/ {r['speedup_second_call']:.0f}x")
-    except (KeyError, TypeError, ValueError):
-        return "\nphase diagram: " + json.dumps(r, sort_keys=True)
 
 
 # --------------------------------------------------------------------------- entry point

@@ -8,7 +8,8 @@ import jax
 import pytest
 
 from experiments import benchmark
-from experiments.benchmark import Variant
+from jaxinit import bench
+from jaxinit.bench import Variant
 
 # Smallest settings: MLP + ResNet-9 (lax conv), K = 1 and 2 (chunks of 2: chunked == vmap, not re-run). Every
 # compile of a conv step costs seconds here, so chunks of mixed sizes and the im2col lines' ratios are
@@ -93,7 +94,7 @@ def test_ratios_are_the_default_and_each_strategy_over_sequential(quick_run):
             seq = by[(ref_impl, "sequential")]["step_s"]
             # the quick preset's chunk (2) covers K = 2, so a chunked default runs the vmap code there
             chunk = benchmark.QUICK.bench.chunk
-            strategy = benchmark.canonical(Variant(ref_impl, default_strategy(model, jax.default_backend())),
+            strategy = bench.canonical(Variant(ref_impl, default_strategy(model, jax.default_backend())),
                                            k, chunk).strategy
             want = by[(ref_impl, strategy)]["step_s"] / seq
             assert all(r["ratio_default_vs_sequential"] == pytest.approx(want, rel=1e-9) for r in group)
@@ -174,33 +175,33 @@ def test_resume_is_refused_with_one_line(tmp_path, capsys):
 
 def test_canonical_variants_and_distinct_strategies():
     b = benchmark.QUICK.bench
-    assert benchmark.canonical(Variant("lax", "vmap"), 1, 2) == Variant("lax", "sequential")
-    assert benchmark.canonical(Variant("lax", "chunked"), 2, 2) == Variant("lax", "vmap")
-    assert benchmark.canonical(Variant("lax", "chunked"), 4, 2) == Variant("lax", "chunked")
-    assert benchmark.group_variants(b, "mlp", 1) == [Variant(None, "sequential")]
-    assert benchmark.group_variants(b, "mlp", 2) == [Variant(None, "sequential"), Variant(None, "vmap")]
-    assert len(benchmark.group_variants(b, "resnet9", 4)) == 6
+    assert bench.canonical(Variant("lax", "vmap"), 1, 2) == Variant("lax", "sequential")
+    assert bench.canonical(Variant("lax", "chunked"), 2, 2) == Variant("lax", "vmap")
+    assert bench.canonical(Variant("lax", "chunked"), 4, 2) == Variant("lax", "chunked")
+    assert bench.group_variants(b, "mlp", 1) == [Variant(None, "sequential")]
+    assert bench.group_variants(b, "mlp", 2) == [Variant(None, "sequential"), Variant(None, "vmap")]
+    assert len(bench.group_variants(b, "resnet9", 4)) == 6
 
 
 ZEN4 = "vendor_id\t: AuthenticAMD\ncpu MHz\t\t: 2596.130\nflags\t\t: fpu sse2 fma avx2 avx512f avx512_bf16\n"
 
 
 def test_cpu_nominal_peak_from_clock_and_vector_flags():
-    peak, note = benchmark.cpu_nominal_peak_flops(ZEN4, 2)
+    peak, note = bench.cpu_nominal_peak_flops(ZEN4, 2)
     assert peak == pytest.approx(2 * 2596.13e6 * 32) and "2 CPUs" in note
     intel = ZEN4.replace("AuthenticAMD", "GenuineIntel")
-    assert benchmark.cpu_nominal_peak_flops(intel, 2)[0] == pytest.approx(2 * 2596.13e6 * 64)
+    assert bench.cpu_nominal_peak_flops(intel, 2)[0] == pytest.approx(2 * 2596.13e6 * 64)
     sse = "vendor_id: AuthenticAMD\ncpu MHz: 1000\nflags: fpu sse2\n"
-    assert benchmark.cpu_nominal_peak_flops(sse, 4)[0] == pytest.approx(4 * 1e9 * 8)
-    assert benchmark.cpu_nominal_peak_flops("", 2)[0] is None
+    assert bench.cpu_nominal_peak_flops(sse, 4)[0] == pytest.approx(4 * 1e9 * 8)
+    assert bench.cpu_nominal_peak_flops("", 2)[0] is None
     # Only the first processor's block counts (every block repeats the fields).
-    assert benchmark.cpu_nominal_peak_flops(ZEN4 + "\ncpu MHz\t: 9999\n", 2)[0] == pytest.approx(2 * 2596.13e6 * 32)
+    assert bench.cpu_nominal_peak_flops(ZEN4 + "\ncpu MHz\t: 9999\n", 2)[0] == pytest.approx(2 * 2596.13e6 * 32)
 
 
 def test_nominal_peaks():
-    assert benchmark.nominal_peak_flops("NVIDIA H200") == pytest.approx(494.7e12)
-    assert benchmark.nominal_peak_flops("cpu") is None
-    assert all(math.isfinite(p) and p > 1e12 for p in benchmark.NOMINAL_PEAK_FLOPS.values())
+    assert bench.nominal_peak_flops("NVIDIA H200") == pytest.approx(494.7e12)
+    assert bench.nominal_peak_flops("cpu") is None
+    assert all(math.isfinite(p) and p > 1e12 for p in bench.NOMINAL_PEAK_FLOPS.values())
 
 
 def test_presets_validate():
@@ -214,12 +215,12 @@ def test_group_rows_refer_every_conv_impl_to_sequential_lax():
     info = {"platform": "cpu", "device_kind": "cpu", "peak_flops": 1e12}
     m = lambda step_s, flops=None: {"step_s": step_s, "step_s_min": step_s, "repeats": 1, "compile_s": 1.0,
                                     "chunk": 1, "flops_per_step": flops}
-    one = benchmark.group_rows(cfg, info, "resnet9", 1, {Variant("lax", "sequential"): m(1.0)}, {})
+    one = bench.group_rows(cfg, info, "resnet9", 1, {Variant("lax", "sequential"): m(1.0)}, {})
     assert one[0]["throughput_vs_one"] == 1.0 and one[0]["ratio_default_vs_sequential"] == 1.0
     ones = {"lax": 1.0, "im2col": 0.5}                                        # one member's step, same group
     measured = {Variant("lax", "sequential"): m(4.0, 8e9), Variant("lax", "vmap"): m(8.0),
                 Variant("im2col", "sequential"): m(3.0), Variant("im2col", "vmap"): m(2.0)}
-    rows = {(r["conv_impl"], r["strategy"]): r for r in benchmark.group_rows(cfg, info, "resnet9", 4, measured, ones)}
+    rows = {(r["conv_impl"], r["strategy"]): r for r in bench.group_rows(cfg, info, "resnet9", 4, measured, ones)}
     assert {r["ratio_default_vs_sequential"] for r in rows.values()} == {1.0}    # cpu conv default: sequential
     assert rows[("im2col", "vmap")]["ratio_vs_sequential"] == 0.5               # against sequential *lax*
     assert rows[("im2col", "vmap")]["throughput_vs_one"] == 1.0                 # 2 members/s vs 2 for one member
@@ -227,15 +228,15 @@ def test_group_rows_refer_every_conv_impl_to_sequential_lax():
     assert rows[("lax", "vmap")]["members_per_s"] == 0.5
     assert rows[("lax", "sequential")]["achieved_flops"] == 2e9
     assert rows[("lax", "sequential")]["flops_utilization"] == 2e-3
-    gpu = benchmark.group_rows(cfg, {**info, "platform": "gpu"}, "resnet9", 4, measured, ones)
+    gpu = bench.group_rows(cfg, {**info, "platform": "gpu"}, "resnet9", 4, measured, ones)
     assert {r["ratio_default_vs_sequential"] for r in gpu} == {2.0}             # gpu default: vmap
 
 
 def test_chunked_sweep_splits_members_like_training():
     b = benchmark.QUICK.bench                                   # chunk = 2
-    ds = benchmark.synthetic_dataset((4,), 8)
-    sweep = benchmark.make_sweep(b, "mlp", Variant(None, "chunked"), 3, ds)
-    assert benchmark.chunk_shapes(sweep) == [2, 1]              # a vmapped pair, then a vmapped single member
+    ds = bench.synthetic_dataset((4,), 8)
+    sweep = bench.make_sweep(b, "mlp", Variant(None, "chunked"), 3, ds)
+    assert bench.chunk_shapes(sweep) == [2, 1]              # a vmapped pair, then a vmapped single member
     assert [m.sigma_w for m in sweep.members] == [0.5, 1.25, 2.0]
-    assert benchmark.chunk_shapes(benchmark.make_sweep(b, "mlp", Variant(None, "sequential"), 3, ds)) == [0, 0, 0]
-    assert benchmark.chunk_shapes(benchmark.make_sweep(b, "mlp", Variant(None, "vmap"), 3, ds)) == [3]
+    assert bench.chunk_shapes(bench.make_sweep(b, "mlp", Variant(None, "sequential"), 3, ds)) == [0, 0, 0]
+    assert bench.chunk_shapes(bench.make_sweep(b, "mlp", Variant(None, "vmap"), 3, ds)) == [3]
