@@ -149,7 +149,7 @@ def _close(a, b, path=""):
         for i, (x, y) in enumerate(zip(a, b)):
             _close(x, y, f"{path}[{i}]")
     elif isinstance(a, float) and isinstance(b, float):
-        assert a == pytest.approx(b, rel=1e-3, abs=1e-6), path
+        assert a == pytest.approx(b, rel=1e-5, abs=1e-7), path
     else:
         assert a == b, path
 
