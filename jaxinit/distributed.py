@@ -18,11 +18,14 @@ Launch (one command per host; the coordinator is process 0's address, any free p
         python -m experiments.forgetting --preset paper --out /shared/runs/p      # on host 1
 
 `--out` must be a directory every host can reach (orbax writes each host's shards there). Without the
-three variables a run is single-process, on however many local devices there are.
+three variables a run is single-process, on however many local devices there are. Processes other
+than 0 wait for process 0 up to `JAX_INIT_TIMEOUT` seconds (default 300).
 """
 from __future__ import annotations
 
 import os
+import socket
+import time
 from typing import Any, Mapping
 
 import jax
@@ -72,12 +75,51 @@ def initialize_from_env(environ: Mapping[str, str] | None = None) -> bool:
     timeout = environ.get("JAX_INIT_TIMEOUT", "300")
     if not timeout.isdigit() or int(timeout) < 1:
         raise ConfigError(f"JAX_INIT_TIMEOUT={timeout!r}: expected a whole number of seconds >= 1")
+    # jax's coordination client aborts the whole process (a C++ fatal error, no Python exception) when it
+    # cannot register, so the usual launch mistakes are caught here first, as one line.
+    if pid == 0:
+        check_port_free(address)
+    else:
+        wait_for_coordinator(address, float(timeout))
     try:
         jax.distributed.initialize(address, num_processes=n, process_id=pid, initialization_timeout=int(timeout))
     except Exception as e:  # jax raises RuntimeError / XlaRuntimeError subclasses for an unreachable peer
         first = str(e).strip().splitlines()[0][:200] if str(e).strip() else type(e).__name__
         raise ConfigError(f"cannot join the run at {address} as process {pid} of {n}: {first}") from None
     return True
+
+
+def _host_port(address: str) -> tuple[str, int]:
+    host, _, port = address.rpartition(":")
+    return host.strip("[]"), int(port)
+
+
+def check_port_free(address: str) -> None:
+    """Process 0 serves the coordination service on the address's port: it must be free here."""
+    _, port = _host_port(address)
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
+        # Like gRPC's server: a port left in TIME_WAIT by an earlier run counts as free, a listener does not.
+        s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        try:
+            s.bind(("", port))
+        except OSError as e:
+            raise ConfigError(f"JAX_COORDINATOR_ADDRESS={address}: port {port} is not free on this host "
+                              f"({e.strerror or e}); process 0 serves the run there") from None
+
+
+def wait_for_coordinator(address: str, timeout: float, poll: float = 0.25) -> None:
+    """Processes other than 0: wait until process 0's coordinator accepts connections, or fail in one line."""
+    host, port = _host_port(address)
+    deadline = time.monotonic() + timeout
+    while True:
+        try:
+            with socket.create_connection((host, port), timeout=max(poll, 0.1)):
+                return
+        except OSError as e:
+            if time.monotonic() >= deadline:
+                raise ConfigError(f"cannot reach the coordinator at {address} within {timeout:g} s "
+                                  f"({e.strerror or e}): is process 0 running there?") from None
+            time.sleep(poll)
 
 
 def is_multiprocess() -> bool:

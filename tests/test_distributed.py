@@ -57,6 +57,31 @@ def test_bad_launch_is_one_line_and_exit_2_before_anything_is_written(tmp_path, 
     assert not out.exists()
 
 
+def test_unreachable_coordinator_is_one_line_and_exit_2(tmp_path, monkeypatch, capsys):
+    # jax's own client would abort the process (a C++ fatal error) instead: the wait is ours.
+    for k, v in _env(JAX_COORDINATOR_ADDRESS=f"127.0.0.1:{_free_port()}", JAX_PROCESS_ID="1",
+                     JAX_INIT_TIMEOUT="1").items():
+        monkeypatch.setenv(k, v)
+    out = tmp_path / "run"
+    assert forgetting.run(ARGS + ["--out", str(out)]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and "cannot reach the coordinator" in err[0]
+    assert not out.exists()
+
+
+def test_busy_coordinator_port_is_one_line_and_exit_2(tmp_path, monkeypatch, capsys):
+    with socket.socket() as busy:
+        busy.bind(("127.0.0.1", 0))
+        busy.listen()
+        for k, v in _env(JAX_COORDINATOR_ADDRESS=f"127.0.0.1:{busy.getsockname()[1]}").items():
+            monkeypatch.setenv(k, v)
+        out = tmp_path / "run"
+        assert forgetting.run(ARGS + ["--out", str(out)]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and "is not free" in err[0]
+    assert not out.exists()
+
+
 def test_single_host_experiments_refuse_a_multi_host_launch(tmp_path, monkeypatch, capsys):
     for k, v in _env().items():
         monkeypatch.setenv(k, v)
