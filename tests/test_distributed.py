@@ -47,39 +47,33 @@ def test_bad_launch_variables_are_config_errors(env, fragment):
         distributed.launch_settings(env)
 
 
-def test_bad_launch_is_one_line_and_exit_2_before_anything_is_written(tmp_path, monkeypatch, capsys):
-    for k, v in _env(JAX_PROCESS_ID="5").items():
+def _refused_in_one_line(monkeypatch, capsys, tmp_path, env: dict, fragment: str) -> None:
+    """The forgetting CLI under `env`: exit 2, one stderr line holding `fragment`, no output directory."""
+    for k, v in env.items():
         monkeypatch.setenv(k, v)
     out = tmp_path / "run"
     assert forgetting.run(ARGS + ["--out", str(out)]) == 2
     err = capsys.readouterr().err.strip().splitlines()
-    assert len(err) == 1 and "JAX_PROCESS_ID=5" in err[0]
+    assert len(err) == 1 and fragment in err[0], err
     assert not out.exists()
+
+
+def test_bad_launch_is_one_line_and_exit_2_before_anything_is_written(tmp_path, monkeypatch, capsys):
+    _refused_in_one_line(monkeypatch, capsys, tmp_path, _env(JAX_PROCESS_ID="5"), "JAX_PROCESS_ID=5")
 
 
 def test_unreachable_coordinator_is_one_line_and_exit_2(tmp_path, monkeypatch, capsys):
     # jax's own client would abort the process (a C++ fatal error) instead: the wait is ours.
-    for k, v in _env(JAX_COORDINATOR_ADDRESS=f"127.0.0.1:{_free_port()}", JAX_PROCESS_ID="1",
-                     JAX_INIT_TIMEOUT="1").items():
-        monkeypatch.setenv(k, v)
-    out = tmp_path / "run"
-    assert forgetting.run(ARGS + ["--out", str(out)]) == 2
-    err = capsys.readouterr().err.strip().splitlines()
-    assert len(err) == 1 and "cannot reach the coordinator" in err[0]
-    assert not out.exists()
+    env = _env(JAX_COORDINATOR_ADDRESS=f"127.0.0.1:{_free_port()}", JAX_PROCESS_ID="1", JAX_INIT_TIMEOUT="1")
+    _refused_in_one_line(monkeypatch, capsys, tmp_path, env, "cannot reach the coordinator")
 
 
 def test_busy_coordinator_port_is_one_line_and_exit_2(tmp_path, monkeypatch, capsys):
     with socket.socket() as busy:
         busy.bind(("127.0.0.1", 0))
         busy.listen()
-        for k, v in _env(JAX_COORDINATOR_ADDRESS=f"127.0.0.1:{busy.getsockname()[1]}").items():
-            monkeypatch.setenv(k, v)
-        out = tmp_path / "run"
-        assert forgetting.run(ARGS + ["--out", str(out)]) == 2
-    err = capsys.readouterr().err.strip().splitlines()
-    assert len(err) == 1 and "is not free" in err[0]
-    assert not out.exists()
+        env = _env(JAX_COORDINATOR_ADDRESS=f"127.0.0.1:{busy.getsockname()[1]}")
+        _refused_in_one_line(monkeypatch, capsys, tmp_path, env, "is not free")
 
 
 def test_single_host_experiments_refuse_a_multi_host_launch(tmp_path, monkeypatch, capsys):
