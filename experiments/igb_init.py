@@ -84,6 +84,7 @@ class ProbeConfig:
     seed: int = 0
     c0_quantiles: int = 16
     theory_samples: int = 1000                    # networks per theory.igb.fmax_samples call (f_max histograms)
+    gp_readouts: int = 200                        # fresh readouts per network for bias.fmax_gp (0: off)
 
 
 @dataclass(frozen=True)
@@ -125,8 +126,8 @@ def validate(cfg: IGBInitConfig) -> None:
         raise ConfigError("--net: widths must be >= 1, mlp_depth >= 2")
     if n.vit_width % n.vit_heads:
         raise ConfigError(f"--net.vit_width={n.vit_width} must be a multiple of vit_heads={n.vit_heads}")
-    if p.n_inputs < 4 or p.n_draws < 1 or p.c0_quantiles < 1 or p.theory_samples < 1:
-        raise ConfigError("--probe: n_inputs >= 4, n_draws, c0_quantiles, theory_samples >= 1")
+    if p.n_inputs < 4 or p.n_draws < 1 or p.c0_quantiles < 1 or p.theory_samples < 1 or p.gp_readouts < 0:
+        raise ConfigError("--probe: n_inputs >= 4, n_draws, c0_quantiles, theory_samples >= 1, gp_readouts >= 0")
     from jaxinit.models.deep import make_psi
     for act in (*n.mlp_acts, n.res_act, n.vit_act, n.cnn_act):
         try:
@@ -160,7 +161,8 @@ def main(cfg: IGBInitConfig, out: Path, resume: bool) -> None:
             t0 = time.time()
             xin = x.reshape(len(x), -1) if case.startswith(("mlp", "resmlp")) else x
             res = bias.probe_draws(jax.random.fold_in(k_draws, hash_name(case)), cfg.probe.n_draws, sw_G, sb_G,
-                                   xin, labels, spec, with_grads=model_of(case) in cfg.probe.grads)
+                                   xin, labels, spec, with_grads=model_of(case) in cfg.probe.grads,
+                                   gp_readouts=cfg.probe.gp_readouts)
             res["n_inputs"] = np.array(len(x))
             res.update(theory_for_case(case, spec, sw_G, sb_G, c0_pairs, res, cfg.probe, k_theory))
             res.update(sigma_w2=sw_G, sigma_b2=sb_G, c0_mean=np.mean(c0_pairs), c0_std=np.std(c0_pairs))
@@ -296,6 +298,10 @@ def theory_for_case(case, spec, sw_G, sb_G, c0_pairs, res, probe: ProbeConfig, k
     gamma_readout = np.asarray(tigb.gamma_from_c(np.clip(res["c_readout"], 0.0, 1.0 - 1e-12)), float)
     for n_cls, tag in ((2, "2"), (10, "all")):
         out[f"fmax{tag}_theory_readout"] = np.mean(fmax_predicted(gamma_readout, n_cls), axis=0)
+    if "rho_readout" in res:   # the same formula fed with the norm-free mean correlation (bias.readout_rho)
+        gamma_rho = np.asarray(tigb.gamma_from_c(np.clip(res["rho_readout"], 0.0, 1.0 - 1e-12)), float)
+        for n_cls, tag in ((2, "2"), (10, "all")):
+            out[f"fmax{tag}_theory_rho"] = np.mean(fmax_predicted(gamma_rho, n_cls), axis=0)
     if theory_act(case, spec) is None:
         return out
     c0s = c0_representatives(c0_pairs, probe.c0_quantiles)
@@ -325,11 +331,18 @@ def summarize(res: dict) -> list[dict]:
                "gamma_corr_last_hidden": float(np.median(res["gamma_corr"][:, g, -1])),
                "gamma_naive_last_hidden": float(np.median(res["gamma"][:, g, -1])),
                "c_readout": float(res["c_readout"][:, g].mean())}
+        if "rho_readout" in res:
+            row["rho_readout"] = float(res["rho_readout"][:, g].mean())
         for tag in ("2", "all"):
             values = res[f"fmax_{tag}"][:, g]
             row[f"fmax{tag}"] = float(values.mean())
             row[f"fmax{tag}_sem"] = float(values.std(ddof=1) / np.sqrt(n_draws)) if n_draws > 1 else float("nan")
             row[f"fmax{tag}_theory_readout"] = float(res[f"fmax{tag}_theory_readout"][g])
+            if f"fmax_{tag}_gp" in res:
+                gp = res[f"fmax_{tag}_gp"][:, g]
+                row[f"fmax{tag}_gp"] = float(gp.mean())
+                row[f"fmax{tag}_gp_sem"] = float(gp.std(ddof=1) / np.sqrt(n_draws)) if n_draws > 1 else float("nan")
+                row[f"fmax{tag}_theory_rho"] = float(res[f"fmax{tag}_theory_rho"][g])
             if f"fmax{tag}_theory_mf" in res:
                 row[f"fmax{tag}_theory_mf"] = float(res[f"fmax{tag}_theory_mf"][g])
         if "fmax2_theory_mf_n" in res:
@@ -420,6 +433,10 @@ def _plot_fmax(plt, cases, input_name):
             sem = vals.std(0, ddof=1) / np.sqrt(len(vals)) if len(vals) > 1 else None
             ax.errorbar(sw, vals.mean(0), sem, fmt="o", color="k", ms=3, label="measured")
             ax.plot(sw, r[f"fmax{tag}_theory_readout"][idx], "--", color="C1", label="IGB | readout c")
+            if f"fmax_{tag}_gp" in r:
+                gp = r[f"fmax_{tag}_gp"][:, idx]
+                ax.plot(sw, r[f"fmax{tag}_theory_rho"][idx], "-.", color="C3", label="IGB | readout rho")
+                ax.plot(sw, gp.mean(0), "x", color="C4", ms=5, label="GP | network's kernel")
             if f"fmax{tag}_theory_mf" in r:
                 ax.plot(sw, r[f"fmax{tag}_theory_mf"][idx], "-", color="C0", label="IGB | mean-field c")
             if tag == "2" and "fmax2_theory_mf_n" in r:

@@ -7,7 +7,9 @@ Models are the mean-field-convention ones in `jaxinit.models.{deep,cnn,vit}`: ea
 
 At init (`probe_network`): per layer the Gram moments Q, P (so c = P/Q, gamma_corr = P/(Q-P)) and the
 naive gamma; at the output f_max for a 2-class head (the first two logits) and for all logits; the
-readout's exact conditional c given the last features; per-layer quantiles of the squared
+readout's exact conditional c given the last features, and optionally the norm-free mean logit
+correlation (`readout_rho`) and the Gaussian-process f_max over fresh readouts of the network's own
+features (`fmax_gp`), which drop the single-gamma model's equicorrelated kernel; per-layer quantiles of the squared
 backpropagated signal |delta_l|^2 / nodes for the binary head, over all samples, over those labelled
 with the favoured class and over the others. `probe_grid` vmaps it over a (sigma_w2, sigma_b2) grid
 sharing one draw (paired), so the grid values are traced and never recompile.
@@ -69,6 +71,47 @@ def readout_c(features_BF: jax.Array, sigma_w2, sigma_b2) -> jax.Array:
     return (sigma_w2 * p + sigma_b2) / (sigma_w2 * q + sigma_b2)
 
 
+def readout_kernel(features_BF: jax.Array, sigma_w2, sigma_b2) -> jax.Array:
+    """K_ab = E_W[z_a z_b] = sigma_w2 f_a.f_b / F + sigma_b2: the logits' kernel over inputs, shape (B, B)."""
+    return sigma_w2 * (features_BF @ features_BF.T) / features_BF.shape[1] + sigma_b2
+
+
+def readout_rho(features_BF: jax.Array, sigma_w2, sigma_b2) -> jax.Array:
+    """Mean over pairs a != b of the logit correlation rho_ab = K_ab / sqrt(K_aa K_bb) (`readout_kernel`).
+
+    The argmax over classes ignores each input's scale, so f_max depends on correlations, not on the
+    kernel's entries: c = P/Q (`readout_c`, a ratio of means) equals this mean only when every input
+    has the same norm. Where norms vary across inputs (the ViT's features: CV of |f|^2 0.4-0.7) c
+    underestimates the correlation that sets f_max.
+    """
+    kernel = readout_kernel(features_BF, sigma_w2, sigma_b2)
+    inv_sd = jax.lax.rsqrt(jnp.diag(kernel))
+    rho = kernel * inv_sd[:, None] * inv_sd[None, :]
+    n = kernel.shape[0]
+    return (jnp.sum(rho) - jnp.trace(rho)) / (n * (n - 1))
+
+
+def fmax_gp(key: jax.Array, features_BF: jax.Array, sigma_w2, sigma_b2, n_classes: int,
+            n_readouts: int) -> tuple[jax.Array, jax.Array]:
+    """(binary, all-class) E f_max over `n_readouts` fresh readouts of one network's features.
+
+    Given the features, the logits of each class are exactly N(0, K) over inputs (K = `readout_kernel`),
+    independent across classes: this is the Gaussian-process prediction with the network's own
+    (empirical) kernel, by sampling. The single-gamma IGB formula is the special case of an
+    equicorrelated K at infinitely many inputs; the gap between the two measures what a heterogeneous
+    kernel (input-dependent norms, pair-dependent correlations) and finitely many inputs add. Binary
+    f_max uses the first two logits, as `probe_network` does.
+    """
+    n_features = features_BF.shape[1]
+    k_w, k_b = jax.random.split(key)
+    w_RFC = jax.random.normal(k_w, (n_readouts, n_features, n_classes)) * jnp.sqrt(sigma_w2 / n_features)
+    b_RC = jax.random.normal(k_b, (n_readouts, n_classes)) * jnp.sqrt(sigma_b2)
+    logits_RBC = jnp.einsum("bf,rfc->rbc", features_BF, w_RFC) + b_RC[:, None, :]
+    binary = jax.vmap(lambda lg: metrics.f_max(lg[:, :2]))(logits_RBC)
+    every = jax.vmap(metrics.f_max)(logits_RBC)
+    return binary.mean(), every.mean()
+
+
 def backprop_signals(params, x, labels_B, spec) -> jax.Array:
     """|delta_l|^2 / nodes per layer and sample for the binary head's cross-entropy, shape (L+1, B).
 
@@ -90,16 +133,26 @@ def backprop_signals(params, x, labels_B, spec) -> jax.Array:
     return jnp.stack(per_layer + [jnp.mean(jnp.square(out), axis=-1)])
 
 
-def probe_network(z, sigma_w2, sigma_b2, x, labels_B, spec, with_grads: bool = True) -> dict[str, jax.Array]:
-    """Everything measured on one network draw `z` scaled to (sigma_w2, sigma_b2); labels are binary."""
+def probe_network(z, sigma_w2, sigma_b2, x, labels_B, spec, with_grads: bool = True, gp_key=None,
+                  gp_readouts: int = 0) -> dict[str, jax.Array]:
+    """Everything measured on one network draw `z` scaled to (sigma_w2, sigma_b2); labels are binary.
+
+    With `gp_readouts` > 0 also the GP prediction of f_max from this network's own features
+    (`fmax_gp`, readouts drawn from `gp_key`) and the norm-free readout correlation (`readout_rho`).
+    """
     mod = model_module(spec)
     params = mod.scale_draw(z, sigma_w2, sigma_b2)
     logits, hs = mod.apply(params, x, spec)
     h_last = hs[-1]
     out = layer_moments(hs)
-    out["c_readout"] = readout_c(mod.readout_features(h_last, spec), sigma_w2, sigma_b2)
+    features = mod.readout_features(h_last, spec)
+    out["c_readout"] = readout_c(features, sigma_w2, sigma_b2)
     out["fmax_2"] = metrics.f_max(logits[:, :2])
     out["fmax_all"] = metrics.f_max(logits)
+    if gp_readouts:
+        out["rho_readout"] = readout_rho(features, sigma_w2, sigma_b2)
+        out["fmax_2_gp"], out["fmax_all_gp"] = fmax_gp(gp_key, features, sigma_w2, sigma_b2, logits.shape[-1],
+                                                        gp_readouts)
     favoured = jnp.argmax(metrics.class_fractions(logits[:, :2]))
     out["favoured"] = favoured
     out["favoured_share"] = jnp.mean(labels_B == favoured)
@@ -111,18 +164,28 @@ def probe_network(z, sigma_w2, sigma_b2, x, labels_B, spec, with_grads: bool = T
     return out
 
 
-@partial(jax.jit, static_argnames=("spec", "with_grads"))
-def probe_grid(key, sigma_w2_G, sigma_b2_G, x, labels_B, spec, with_grads: bool = True) -> dict[str, jax.Array]:
-    """`probe_network` for one draw at every grid point (leading axis G); grid values are traced."""
+GP_STREAM = 0x6770   # fold_in tag of the GP readouts' key: the network draw keeps its own key
+
+
+@partial(jax.jit, static_argnames=("spec", "with_grads", "gp_readouts"))
+def probe_grid(key, sigma_w2_G, sigma_b2_G, x, labels_B, spec, with_grads: bool = True,
+               gp_readouts: int = 0) -> dict[str, jax.Array]:
+    """`probe_network` for one draw at every grid point (leading axis G); grid values are traced.
+
+    The GP readouts are the same standard-normal draws at every grid point (scaled by it), as the
+    network's own weights are.
+    """
     z = model_module(spec).draw(key, spec)
-    probe = partial(probe_network, spec=spec, with_grads=with_grads)
+    probe = partial(probe_network, spec=spec, with_grads=with_grads, gp_key=jax.random.fold_in(key, GP_STREAM),
+                    gp_readouts=gp_readouts)
     return jax.vmap(probe, in_axes=(None, 0, 0, None, None))(z, sigma_w2_G, sigma_b2_G, x, labels_B)
 
 
 def probe_draws(key, n_draws: int, sigma_w2_G, sigma_b2_G, x, labels_B, spec,
-                with_grads: bool = True) -> dict[str, np.ndarray]:
+                with_grads: bool = True, gp_readouts: int = 0) -> dict[str, np.ndarray]:
     """Stack `probe_grid` over independent draws (fold_in(key, draw)): leading axes (n_draws, G)."""
-    rows = [jax.device_get(probe_grid(jax.random.fold_in(key, i), sigma_w2_G, sigma_b2_G, x, labels_B, spec, with_grads))
+    rows = [jax.device_get(probe_grid(jax.random.fold_in(key, i), sigma_w2_G, sigma_b2_G, x, labels_B, spec,
+                                      with_grads, gp_readouts))
             for i in range(n_draws)]
     return {k: np.stack([r[k] for r in rows]) for k in rows[0]}
 

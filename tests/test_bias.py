@@ -89,6 +89,52 @@ def test_probe_grid_is_paired_vmapped_and_never_recompiles():
     assert not np.allclose(grid["c"][0], single["c"][0])
 
 
+def _equicorrelated_features(n: int, c: float) -> jnp.ndarray:
+    """n inputs whose features have f_a.f_b / F = c for a != b and 1 on the diagonal (F = n + 1)."""
+    f = jnp.concatenate([jnp.full((n, 1), np.sqrt(c)), np.sqrt(1 - c) * jnp.eye(n)], axis=1)
+    return f * np.sqrt(n + 1)
+
+
+def test_readout_rho_is_c_for_equal_norms_and_norm_free_otherwise():
+    f = _equicorrelated_features(16, 0.3)
+    np.testing.assert_allclose(bias.readout_rho(f, 1.0, 0.0), 0.3, rtol=1e-5)
+    np.testing.assert_allclose(bias.readout_rho(f, 1.0, 0.0), bias.readout_c(f, 1.0, 0.0), rtol=1e-5)
+    # Rescaling inputs leaves every correlation, hence rho, unchanged; c = P/Q (a ratio of means) moves.
+    scaled = f * jnp.linspace(0.2, 3.0, 16)[:, None]
+    np.testing.assert_allclose(bias.readout_rho(scaled, 1.0, 0.0), 0.3, rtol=1e-5)
+    assert abs(float(bias.readout_c(scaled, 1.0, 0.0)) - 0.3) > 0.02
+    # Against the explicit kernel, with a bias term and random features.
+    g = jax.random.normal(jax.random.key(0), (9, 5))
+    k = 2.0 * np.asarray(g) @ np.asarray(g).T / 5 + 0.1
+    rho = k / np.sqrt(np.outer(np.diag(k), np.diag(k)))
+    np.testing.assert_allclose(bias.readout_rho(g, 2.0, 0.1), (rho.sum() - 9) / 72, rtol=1e-5)
+
+
+def test_fmax_gp_matches_igb_for_an_equicorrelated_kernel_and_is_1_for_identical_inputs():
+    from theory import igb as tigb
+    c = 0.5
+    f = _equicorrelated_features(256, c)
+    binary, every = bias.fmax_gp(jax.random.key(1), f, 1.0, 0.0, 10, 2000)
+    gamma = float(tigb.gamma_from_c(c))
+    # IGB is the n -> infinity limit; at n = 256 the finite count adds ~0.003 (binary), MC error ~0.004.
+    assert float(binary) == pytest.approx(float(tigb.fmax_mean(gamma, 2)), abs=0.015)
+    assert float(every) == pytest.approx(float(tigb.fmax_mean(gamma, 10)), abs=0.02)
+    same = jnp.ones((8, 4))
+    assert [float(v) for v in bias.fmax_gp(jax.random.key(2), same, 1.0, 0.1, 10, 50)] == [1.0, 1.0]
+
+
+def test_probe_network_adds_the_gp_and_rho_only_when_asked():
+    spec = deep.DeepSpec(d_in=8, width=16, depth=3, n_out=10, act="tanh")
+    x = bias.to_sphere(jax.random.normal(jax.random.key(3), (12, 8)))
+    labels = jnp.arange(12) % 2
+    plain = bias.probe_grid(jax.random.key(4), jnp.array([1.0, 3.0]), jnp.array([0.1, 0.1]), x, labels, spec, False)
+    gp = bias.probe_grid(jax.random.key(4), jnp.array([1.0, 3.0]), jnp.array([0.1, 0.1]), x, labels, spec, False, 64)
+    assert "fmax_2_gp" not in plain and gp["fmax_2_gp"].shape == gp["fmax_all_gp"].shape == (2,)
+    np.testing.assert_array_equal(plain["fmax_2"], gp["fmax_2"])        # the network draw is untouched
+    assert np.all((gp["rho_readout"] > -1) & (gp["rho_readout"] <= 1))
+    assert np.all((gp["fmax_all_gp"] >= 0.1) & (gp["fmax_all_gp"] <= 1.0) & (gp["fmax_2_gp"] >= 0.5))
+
+
 def test_steps_to_target():
     steps = np.array([0, 1, 5, 10])
     acc = np.array([[0.5, 0.5], [0.9, 0.6], [0.95, 0.7], [0.95, 0.75]])

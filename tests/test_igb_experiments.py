@@ -36,6 +36,7 @@ def test_igb_init_smoke_writes_results_and_figures(init_run):
     for rows in summary["cases"].values():
         assert len(rows) == n_grid
         assert all(0.5 <= r["fmax2"] <= 1.0 and 0.1 <= r["fmaxall"] <= 1.0 for r in rows)
+        assert all(0.5 <= r["fmax2_gp"] <= 1.0 and 0.5 <= r["fmax2_theory_rho"] <= 1.0 for r in rows)
     res = dict(np.load(init_run / "results" / "digits__mlp_tanh.npz"))
     assert res["c"].shape == (cfg.probe.n_draws, n_grid, cfg.net.mlp_depth)
     assert res["c_theory"].shape == (n_grid, cfg.net.mlp_depth + 1)
