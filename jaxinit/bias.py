@@ -81,8 +81,8 @@ def readout_rho(features_BF: jax.Array, sigma_w2, sigma_b2) -> jax.Array:
 
     The argmax over classes ignores each input's scale, so f_max depends on correlations, not on the
     kernel's entries: c = P/Q (`readout_c`, a ratio of means) equals this mean only when every input
-    has the same norm. Where norms vary across inputs (the ViT's features: CV of |f|^2 0.4-0.7) c
-    underestimates the correlation that sets f_max.
+    has the same norm. Where norms vary across inputs (`readout_norm_cv` in `probe_network`; large for
+    the ViT's features, see README) c underestimates the correlation that sets f_max.
     """
     kernel = readout_kernel(features_BF, sigma_w2, sigma_b2)
     inv_sd = jax.lax.rsqrt(jnp.diag(kernel))
@@ -151,6 +151,8 @@ def probe_network(z, sigma_w2, sigma_b2, x, labels_B, spec, with_grads: bool = T
     out["fmax_all"] = metrics.f_max(logits)
     if gp_readouts:
         out["rho_readout"] = readout_rho(features, sigma_w2, sigma_b2)
+        sq_norms = jnp.mean(jnp.square(features), axis=1)          # |f_a|^2 / F per input
+        out["readout_norm_cv"] = jnp.std(sq_norms) / jnp.mean(sq_norms)
         out["fmax_2_gp"], out["fmax_all_gp"] = fmax_gp(gp_key, features, sigma_w2, sigma_b2, logits.shape[-1],
                                                         gp_readouts)
     favoured = jnp.argmax(metrics.class_fractions(logits[:, :2]))

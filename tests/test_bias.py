@@ -131,7 +131,7 @@ def test_probe_network_adds_the_gp_and_rho_only_when_asked():
     gp = bias.probe_grid(jax.random.key(4), jnp.array([1.0, 3.0]), jnp.array([0.1, 0.1]), x, labels, spec, False, 64)
     assert "fmax_2_gp" not in plain and gp["fmax_2_gp"].shape == gp["fmax_all_gp"].shape == (2,)
     np.testing.assert_array_equal(plain["fmax_2"], gp["fmax_2"])        # the network draw is untouched
-    assert np.all((gp["rho_readout"] > -1) & (gp["rho_readout"] <= 1))
+    assert np.all((gp["rho_readout"] > -1) & (gp["rho_readout"] <= 1) & (gp["readout_norm_cv"] >= 0))
     assert np.all((gp["fmax_all_gp"] >= 0.1) & (gp["fmax_all_gp"] <= 1.0) & (gp["fmax_2_gp"] >= 0.5))
 
 
