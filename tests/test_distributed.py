@@ -129,38 +129,37 @@ def _two_processes(argv, timeout=300):
     return results
 
 
-def test_two_processes_write_the_four_device_files_byte_for_byte_and_resume(tmp_path):
-    four = tmp_path / "four"
-    subprocess.run([sys.executable, "-m", "experiments.forgetting", *ARGS, "--out", str(four)], cwd=ROOT,
-                   env=_base_env(4), check=True, capture_output=True)
-    two = tmp_path / "two"
-    results = _two_processes(ARGS + ["--out", str(two)])
+def _one_process(argv, out, devices: int) -> None:
+    subprocess.run([sys.executable, "-m", "experiments.forgetting", *argv, "--out", str(out)], cwd=ROOT,
+                   env=_base_env(devices), check=True, capture_output=True)
+
+
+def _assert_two_processes_write(argv, out, reference) -> None:
+    """Processes 0 and 1 both succeed, and their files are byte-equal to `reference`'s."""
+    results = _two_processes(argv + ["--out", str(out)])
     assert [rc for rc, _ in results] == [0, 0], results[0][1][-2000:] + results[1][1][-2000:]
+    for name in ("summary.json", "metrics.jsonl"):
+        assert (out / name).read_bytes() == (reference / name).read_bytes(), name
+
+
+def test_two_processes_write_the_four_device_files_byte_for_byte_and_resume(tmp_path):
+    four, two = tmp_path / "four", tmp_path / "two"
+    _one_process(ARGS, four, devices=4)
+    _assert_two_processes_write(ARGS, two, four)
     run = json.loads((two / "run.json").read_text())
     assert run["processes"] == 2 and run["devices"] == 4
-    for name in ("summary.json", "metrics.jsonl"):
-        assert (two / name).read_bytes() == (four / name).read_bytes(), name
 
     # Resume on two processes from the epoch-1 checkpoint they wrote together: the same files again.
     epochs = sorted(int(p.name) for p in (two / "checkpoints").iterdir() if p.name.isdigit())
     assert epochs[-1] == 2
     shutil.rmtree(two / "checkpoints" / "2")
     (two / "summary.json").unlink()
-    results = _two_processes(["--resume", "--out", str(two)])
-    assert [rc for rc, _ in results] == [0, 0], results[0][1][-2000:] + results[1][1][-2000:]
-    for name in ("summary.json", "metrics.jsonl"):
-        assert (two / name).read_bytes() == (four / name).read_bytes(), name
+    _assert_two_processes_write(["--resume"], two, four)
 
 
 def test_members_the_mesh_does_not_divide_are_replicated_and_match_one_device_exactly(tmp_path):
     # 3 members, sequential: no chunk can be laid over 4 devices, so every host trains every member on a
     # replicated global array; the arithmetic is then the one-device program's, bit for bit.
     args = ARGS[:2] + ["--sweep.sigma_w=0.5,1,2", "--train.strategy=sequential"] + ARGS[3:]
-    one = tmp_path / "one"
-    subprocess.run([sys.executable, "-m", "experiments.forgetting", *args, "--out", str(one)], cwd=ROOT,
-                   env=_base_env(1), check=True, capture_output=True)
-    two = tmp_path / "two"
-    results = _two_processes(args + ["--out", str(two)])
-    assert [rc for rc, _ in results] == [0, 0], results[0][1][-2000:] + results[1][1][-2000:]
-    for name in ("summary.json", "metrics.jsonl"):
-        assert (two / name).read_bytes() == (one / name).read_bytes(), name
+    _one_process(args, tmp_path / "one", devices=1)
+    _assert_two_processes_write(args, tmp_path / "two", tmp_path / "one")
