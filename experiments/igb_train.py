@@ -48,6 +48,7 @@ from pathlib import Path
 import numpy as np
 
 from jaxinit import bias, cli
+from jaxinit.igb_plots import plot_train_results as plot_all
 from jaxinit.config import ConfigError, DataConfig
 from jaxinit.models import deep
 
@@ -286,78 +287,6 @@ def summarize(r: dict, t: TrainLoopConfig) -> dict:
 
 def _none_if_nan(v) -> float | None:
     return None if not np.isfinite(v) else int(v)
-
-
-# ----------------------------------------------------------------------------------------- figures
-def plot_all(out: Path) -> list[Path]:
-    """Curves per phase and the overlay, from results/*.npz and summary.json only."""
-    import matplotlib
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-    fig_dir = out / "figures"
-    fig_dir.mkdir(parents=True, exist_ok=True)
-    target = json.loads((out / "config.json").read_text())["train"]["target_acc"]
-    paths = []
-    for f in sorted((out / "results").glob("*.npz")):
-        r = dict(np.load(f))
-        for name, fn in (("curves", _plot_curves), ("overlay", _plot_overlay)):
-            fig = fn(plt, r, f.stem, target)
-            paths.append(fig_dir / f"{name}_{f.stem}.png")
-            fig.savefig(paths[-1], dpi=110, bbox_inches="tight")
-            plt.close(fig)
-    return paths
-
-
-def _plot_curves(plt, r, act, target):
-    fig, axes = plt.subplots(1, 3, figsize=(13, 3.5))
-    steps = np.maximum(r["step"], 0.5)
-    roles = [x for x in dict.fromkeys(r["role"]) if x != "grid"]
-    for k, role in enumerate(roles):
-        idx = np.flatnonzero(r["role"] == role)
-        label = f"{role} (sw2={r['sigma_w2'][idx[0]]:.2f})"
-        for ax, key in zip(axes, ("test_fmax", "train_acc", "test_acc")):
-            ax.plot(steps, r[key][:, idx].mean(1), color=f"C{k}", label=label)
-            ax.plot(steps, r[key][:, idx], color=f"C{k}", lw=0.4, alpha=0.5)
-    for ax, key in zip(axes, ("test f_max", "train accuracy", "test accuracy")):
-        ax.set(xscale="log", xlabel="step (0 drawn at 0.5)", ylabel=key, ylim=(0.4, 1.02))
-    axes[2].axhline(target, color="gray", ls=":", lw=0.8)
-    axes[0].legend(fontsize=7)
-    fig.suptitle(f"{act}, sigma_b2={r['sigma_b2'][0]:g}: mean over seeds (thick), seeds (thin)", fontsize=9)
-    return fig
-
-
-def _plot_overlay(plt, r, act, target):
-    from matplotlib.colors import ListedColormap
-    from matplotlib.ticker import NullFormatter, ScalarFormatter
-    fig, ax = plt.subplots(figsize=(6.5, 4.6))
-    codes, names = r["pd_codes"], r["pd_names"]
-    lut = {int(c): i for i, c in enumerate(codes)}
-    img = np.vectorize(lambda c: lut.get(int(c), -1))(r["pd_phase"]).astype(float)
-    cmap = ListedColormap(plt.cm.Pastel1(np.arange(len(codes)) % 9))
-    sw, sb = r["pd_sigma_w2"], r["pd_sigma_b2"]
-    mesh = ax.pcolormesh(sw, sb, img.T, cmap=cmap, vmin=-0.5, vmax=len(codes) - 0.5, shading="nearest")
-    cbar = fig.colorbar(mesh, ax=ax, ticks=range(len(codes)))
-    cbar.ax.set_yticklabels(names, fontsize=7)
-    ax.plot(r["pd_eoc"], sb, "k-", lw=1, label="EOC")
-    ax.plot(r["pd_neutral"], sb, "k--", lw=1, label="neutrality line (c* = 1/2)")
-    reach = bias.steps_to_target(r["step"], r["test_acc"], target)
-    points = dict.fromkeys(zip(r["sigma_w2"].tolist(), r["sigma_b2"].tolist(), (r["role"] == "grid").tolist()))
-    for w, b, is_grid in points:
-        sel = (r["sigma_w2"] == w) & (r["sigma_b2"] == b)
-        s = reach[sel]
-        never = not np.isfinite(s).any()
-        text = "never" if never else f"{np.nanmedian(s):.0f}" + ("*" if not np.isfinite(s).all() else "")
-        ax.scatter([w], [b], s=70, marker="o" if is_grid else "D", c="w" if never else "k", edgecolors="k", zorder=3)
-        ax.annotate(text, (w, b), textcoords="offset points", xytext=(0, 7), ha="center", fontsize=7)
-    ax.set(xscale="log", yscale="log", xlabel="sigma_w2", ylabel="sigma_b2",
-           title=f"{act}: steps to {target:.0%} test acc (median over seeds; white/never: not in "
-                 f"{int(r['step'][-1])} steps; *: some seeds never)\no grid, diamonds: phase points", )
-    for axis in (ax.xaxis, ax.yaxis):
-        axis.set_major_formatter(ScalarFormatter())
-        axis.set_minor_formatter(NullFormatter())
-    ax.set_xticks([t for t in (0.5, 1, 1.5, 2, 3, 4, 5, 7, 10) if sw[0] <= t <= sw[-1]])
-    ax.legend(fontsize=7, loc="lower right")
-    return fig
 
 
 if __name__ == "__main__":
