@@ -44,14 +44,26 @@ def _first_b2(res) -> np.ndarray:
     return np.flatnonzero(res["sigma_b2"] == res["sigma_b2"][0])
 
 
-def _plot_c_layers(plt, cases, input_name):
-    with_theory = {c: r for c, r in cases.items() if "c_theory" in r}
+def _theory_panels(plt, cases, keep=lambda case: True):
+    """One panel per case with mean-field theory (and passing `keep`): (fig, [(ax, case, res, grid indices at
+    the first sigma_b2, one colour per index)]), or None."""
+    with_theory = {c: r for c, r in cases.items() if "c_theory" in r and keep(c)}
     if not with_theory:
         return None
     fig, axes = plt.subplots(1, len(with_theory), figsize=(4 * len(with_theory), 3.4), squeeze=False)
+    panels = []
     for ax, (case, r) in zip(axes[0], with_theory.items()):
         idx = _first_b2(r)
-        colors = plt.cm.viridis(np.linspace(0, 1, len(idx)))
+        panels.append((ax, case, r, idx, plt.cm.viridis(np.linspace(0, 1, len(idx)))))
+    return fig, panels
+
+
+def _plot_c_layers(plt, cases, input_name):
+    panels = _theory_panels(plt, cases)
+    if panels is None:
+        return None
+    fig, panels = panels
+    for ax, case, r, idx, colors in panels:
         n_hidden = r["c"].shape[-1]
         for col, g in zip(colors, idx):
             ax.plot(np.arange(1, r["c_theory"].shape[1] + 1), r["c_theory"][g], color=col, lw=1.2, label=f"{r['sigma_w2'][g]:g}")
@@ -151,13 +163,11 @@ def _plot_grads(plt, cases, input_name):
 
 
 def _plot_gamma(plt, cases, input_name):
-    with_theory = {c: r for c, r in cases.items() if "c_theory" in r and c.startswith("mlp")}
-    if not with_theory:
+    panels = _theory_panels(plt, cases, keep=lambda case: case.startswith("mlp"))
+    if panels is None:
         return None
-    fig, axes = plt.subplots(1, len(with_theory), figsize=(4 * len(with_theory), 3.4), squeeze=False)
-    for ax, (case, r) in zip(axes[0], with_theory.items()):
-        idx = _first_b2(r)
-        colors = plt.cm.viridis(np.linspace(0, 1, len(idx)))
+    fig, panels = panels
+    for ax, case, r, idx, colors in panels:
         n_hidden = r["c"].shape[-1]
         layers = np.arange(1, n_hidden + 1)
         for col, g in zip(colors, idx):
