@@ -274,6 +274,12 @@ def mean_field_c(case: str, spec, sw_G: np.ndarray, sb_G: np.ndarray, c0s: np.nd
 GAMMA_RANGE = (1e-3, 1e4)   # theory.igb.fmax_mean's quadrature is checked to ~5e-7 on this range
 
 
+def gamma_of(c) -> np.ndarray:
+    """IGB gamma of a correlation c, with c kept inside [0, 1) where gamma = c / (1 - c) is finite."""
+    from theory import igb as tigb
+    return np.asarray(tigb.gamma_from_c(np.clip(c, 0.0, 1.0 - 1e-12)), float)
+
+
 def fmax_predicted(gamma, n_classes: int) -> np.ndarray:
     """E f_max at `gamma` from `theory.igb.fmax_mean`: closed form for 2 classes, deterministic quadrature
     otherwise (gamma clipped to GAMMA_RANGE, where f_max is within 1e-3 of its limits)."""
@@ -301,11 +307,11 @@ def theory_for_case(case, spec, sw_G, sb_G, c0_pairs, res, probe: ProbeConfig, k
     import jax
     from theory import igb as tigb
     out = {}
-    gamma_readout = np.asarray(tigb.gamma_from_c(np.clip(res["c_readout"], 0.0, 1.0 - 1e-12)), float)
+    gamma_readout = gamma_of(res["c_readout"])
     for n_cls, tag in ((2, "2"), (10, "all")):
         out[f"fmax{tag}_theory_readout"] = np.mean(fmax_predicted(gamma_readout, n_cls), axis=0)
     if "rho_readout" in res:   # the same formula fed with the norm-free mean correlation (bias.readout_rho)
-        gamma_rho = np.asarray(tigb.gamma_from_c(np.clip(res["rho_readout"], 0.0, 1.0 - 1e-12)), float)
+        gamma_rho = gamma_of(res["rho_readout"])
         for n_cls, tag in ((2, "2"), (10, "all")):
             out[f"fmax{tag}_theory_rho"] = np.mean(fmax_predicted(gamma_rho, n_cls), axis=0)
     if theory_act(case, spec) is None:
@@ -313,7 +319,7 @@ def theory_for_case(case, spec, sw_G, sb_G, c0_pairs, res, probe: ProbeConfig, k
     c0s = c0_representatives(c0_pairs, probe.c0_quantiles)
     out["c_theory"], out["c_theory_meanc0"] = mean_field_c(case, spec, sw_G, sb_G, c0s)
     if isinstance(spec, deep.DeepSpec):
-        gamma_out = np.asarray(tigb.gamma_from_c(np.clip(out["c_theory"][:, -1], 0.0, 1.0 - 1e-12)), float)
+        gamma_out = gamma_of(out["c_theory"][:, -1])
         out["gamma_theory_out"] = gamma_out
         for n_cls, tag in ((2, "2"), (10, "all")):
             out[f"fmax{tag}_theory_mf"] = fmax_predicted(gamma_out, n_cls)
@@ -343,12 +349,12 @@ def summarize(res: dict) -> list[dict]:
         for tag in ("2", "all"):
             values = res[f"fmax_{tag}"][:, g]
             row[f"fmax{tag}"] = float(values.mean())
-            row[f"fmax{tag}_sem"] = float(values.std(ddof=1) / np.sqrt(n_draws)) if n_draws > 1 else float("nan")
+            row[f"fmax{tag}_sem"] = _sem(values)
             row[f"fmax{tag}_theory_readout"] = float(res[f"fmax{tag}_theory_readout"][g])
             if f"fmax_{tag}_gp" in res:
                 gp = res[f"fmax_{tag}_gp"][:, g]
                 row[f"fmax{tag}_gp"] = float(gp.mean())
-                row[f"fmax{tag}_gp_sem"] = float(gp.std(ddof=1) / np.sqrt(n_draws)) if n_draws > 1 else float("nan")
+                row[f"fmax{tag}_gp_sem"] = _sem(gp)
                 row[f"fmax{tag}_theory_rho"] = float(res[f"fmax{tag}_theory_rho"][g])
             if f"fmax{tag}_theory_mf" in res:
                 row[f"fmax{tag}_theory_mf"] = float(res[f"fmax{tag}_theory_mf"][g])
@@ -366,6 +372,11 @@ def summarize(res: dict) -> list[dict]:
             row["grad_median_output"] = dict(zip(bias.GROUPS, med[-1].tolist()))
         rows.append(row)
     return rows
+
+
+def _sem(values: np.ndarray) -> float:
+    """Standard error of the mean over draws (NaN for a single draw)."""
+    return float(values.std(ddof=1) / np.sqrt(len(values))) if len(values) > 1 else float("nan")
 
 
 def headline(rows: list[dict]) -> str:

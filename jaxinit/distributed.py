@@ -48,7 +48,7 @@ def launch_settings(environ: Mapping[str, str]) -> tuple[str, int, int] | None:
     if missing:
         raise ConfigError(f"multi-host launch needs {', '.join(ENV_VARS)}; missing {', '.join(missing)}")
     address = given["JAX_COORDINATOR_ADDRESS"]
-    host, _, port = address.rpartition(":")
+    host, port = _split_address(address)
     if not host or not port.isdigit():
         raise ConfigError(f"JAX_COORDINATOR_ADDRESS={address!r}: expected HOST:PORT")
     try:
@@ -89,9 +89,15 @@ def initialize_from_env(environ: Mapping[str, str] | None = None) -> bool:
     return True
 
 
-def _host_port(address: str) -> tuple[str, int]:
+def _split_address(address: str) -> tuple[str, str]:
+    """HOST:PORT -> (host without IPv6 brackets, port text); validated by `launch_settings`."""
     host, _, port = address.rpartition(":")
-    return host.strip("[]"), int(port)
+    return host.strip("[]"), port
+
+
+def _host_port(address: str) -> tuple[str, int]:
+    host, port = _split_address(address)
+    return host, int(port)
 
 
 def check_port_free(address: str) -> None:
@@ -160,6 +166,14 @@ def replicate(tree: Any, mesh) -> Any:
     """
     if mesh is None or not is_multiprocess():
         return tree
-    sharding = jax.sharding.NamedSharding(mesh, jax.sharding.PartitionSpec())
+    return place(tree, jax.sharding.NamedSharding(mesh, jax.sharding.PartitionSpec()))
+
+
+def place(tree: Any, sharding) -> Any:
+    """Global arrays laid out by `sharding`, built from the (host-identical) values of `tree`.
+
+    Each process fills only its own devices' shards (`make_array_from_callback`), so the same call
+    places a tree on one host or many.
+    """
     host = to_host(tree)
     return jax.tree.map(lambda x: jax.make_array_from_callback(x.shape, sharding, lambda idx: x[idx]), host)

@@ -321,8 +321,8 @@ def member_mesh() -> jax.sharding.Mesh | None:
 def shard_members(chunk: Chunk, state: TrainState, mesh) -> TrainState:
     """Lay a batched chunk's member axis over the mesh; computation then follows the data.
 
-    Built with `make_array_from_callback` from the (identical) host copy, so the same code places
-    it on one host or many. A chunk the device count does not divide (or a single member) stays on
+    Built by `distributed.place` from the (identical) host copy, so the same code places it on one
+    host or many. A chunk the device count does not divide (or a single member) stays on
     one device on one host, and is replicated over the mesh across hosts (every host then trains
     it, redundantly: choose member counts the device count divides).
     """
@@ -332,9 +332,7 @@ def shard_members(chunk: Chunk, state: TrainState, mesh) -> TrainState:
     if not shardable and not distributed.is_multiprocess():
         return state
     spec = jax.sharding.PartitionSpec("members" if shardable else None)
-    sharding = jax.sharding.NamedSharding(mesh, spec)
-    host = distributed.to_host(state)
-    return jax.tree.map(lambda x: jax.make_array_from_callback(x.shape, sharding, lambda idx: x[idx]), host)
+    return distributed.place(state, jax.sharding.NamedSharding(mesh, spec))
 
 
 def init_states(sweep: Sweep) -> dict[str, list[TrainState]]:
