@@ -1,7 +1,7 @@
 """Member-strategy benchmark: members per second of the library's own train step, strategies side by side.
 
 For each model (MLP, CIFAR ResNet-20, ResNet-9), conv implementation (`lax`, `im2col`) and member count
-K, every member strategy of `jaxinit.train` (sequential, vmap, chunked vmap) runs the real sweep path:
+K, every member strategy of `jaxinit.forgetting.train` (sequential, vmap, chunked vmap) runs the real sweep path:
 the chunks `train.build_sweep` makes from `compiled_fns`, `TrainState`s from the jitted `init`, and
 `train.train_epoch` over a synthetic on-device dataset of the model's input shape. Variants of one
 (model, K) are timed interleaved (repeat r runs every variant once, in a rotated order), so their

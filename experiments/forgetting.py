@@ -102,7 +102,7 @@ def validate(cfg: ForgettingConfig) -> None:
 
 
 def main(cfg: ForgettingConfig, out: Path, resume: bool) -> None:
-    from jaxinit import memory, plotting, train
+    from jaxinit.forgetting import memory, plotting, train
 
     info = train.fit(cfg, out, resume)
     if info["rows"] is None:   # several hosts: process 0 writes the summary

@@ -1,7 +1,7 @@
 """Member-strategy benchmark, the measuring core: the machine, compile time, FLOPs, timed variants, rows.
 
 `experiments.benchmark` is the command line (presets, validation, files); this module measures. For each
-model, conv implementation and member count K, every member strategy of `jaxinit.train` runs the real
+model, conv implementation and member count K, every member strategy of `jaxinit.forgetting.train` runs the real
 sweep path (`train.build_sweep`'s chunks from `compiled_fns`, `TrainState`s from the jitted `init`,
 `train.train_epoch`) over a synthetic on-device dataset of the model's input shape; the variants of one
 (model, K) are timed interleaved so that their ratios share the machine's load. Row fields: see the
@@ -23,7 +23,7 @@ import jax
 import jax.monitoring
 import jax.numpy as jnp
 
-from jaxinit import train
+from jaxinit.forgetting import train
 from jaxinit.config import ConfigError, ModelConfig, OptConfig
 from jaxinit.data import Dataset
 from jaxinit.optim import resolve_setting

@@ -19,6 +19,11 @@ Base initializers (untruncated Gaussians, fan_in = prod(window) * C_in, fan_out 
 THEORY.md's ``sigma_w2`` (``W_ij ~ N(0, sigma_w2 / fan_in)``). With ``he_normal``, ``sigma_w = 1``
 means ``sigma_w2 = 2``, the ReLU edge of chaos.
 
+Any flax module: its parameter tree is built once (`jaxinit.models.from_flax`), then per member
+`base_draw` fills the kernels (and, for the mean-field models, the biases) from the member's key and
+`scale_params` multiplies them by the traced scales. Weights must be named ``"kernel"`` with the
+layout ``(*window, in, out)`` (flax's Dense and Conv), biases ``"bias"``.
+
 Pairing: a model draws its base parameters once from ``key`` (`fill_kernels`: one flat N(0, 1) draw
 for all kernels) and then multiplies kernels by ``sigma_w``, so members that share a key but differ in
 ``sigma_w`` have exactly proportional kernels (same base Gaussian draws). ``sigma_w`` may be a traced
@@ -98,12 +103,84 @@ def scale_kernels(params: Any, sigma_w: jax.Array | float) -> Any:
     return jax.tree_util.tree_map_with_path(scale, params)
 
 
-def scaled_init(structure: Callable[[], tuple[Any, Any]], base_init: str) -> Callable:
-    """``init(key, sigma_w) -> (params, state)`` from ``structure() -> (params, state)``.
+def is_bias(path: tuple, siblings: Any = ()) -> bool:
+    """True for additive biases: leaves named 'bias' that are not a normalisation layer's shift.
 
-    ``structure`` gives the parameter tree with placeholder kernels (zeros), biases 0, BN scale 1
-    and bias 0; kernels are then filled from ``key`` (`fill_kernels`) and scaled by ``sigma_w``.
+    A BatchNorm / LayerNorm sub-tree holds {'scale', 'bias'}; a Dense / Conv holds {'kernel', 'bias'};
+    a learned offset such as a position embedding holds {'bias'} alone. `siblings` are the leaf names
+    of the same sub-tree; a 'bias' next to a 'scale' is a normaliser's shift and is not a bias here.
     """
+    return bool(path) and key_name(path[-1]) == "bias" and "scale" not in siblings
+
+
+def _sibling_names(params: Any) -> dict[tuple, set]:
+    """For each leaf path, the names of the leaves that share its parent."""
+    flat = jax.tree_util.tree_flatten_with_path(params)[0]
+    groups: dict[tuple, set] = {}
+    for path, _ in flat:
+        groups.setdefault(tuple(path[:-1]), set()).add(key_name(path[-1]) if path else "")
+    return {tuple(path): groups[tuple(path[:-1])] for path, _ in flat}
+
+
+def scale_biases(params: Any, sigma_b: jax.Array | float) -> Any:
+    """Multiply every bias (see `is_bias`) by ``sigma_b`` (possibly traced); other leaves unchanged."""
+    siblings = _sibling_names(params)
+
+    def scale(path, leaf):
+        return leaf * jnp.asarray(sigma_b, leaf.dtype) if is_bias(path, siblings[tuple(path)]) else leaf
+    return jax.tree_util.tree_map_with_path(scale, params)
+
+
+def fill_biases(key: jax.Array, params: Any) -> Any:
+    """Replace every bias (see `is_bias`) by N(0, 1) draws from one flat draw (the mean-field convention
+    ``b ~ N(0, sigma_b2)`` then follows from `scale_biases` with ``sigma_b = sqrt(sigma_b2)``)."""
+    siblings = _sibling_names(params)
+    flat, treedef = jax.tree_util.tree_flatten_with_path(params)
+    sizes = [math.prod(leaf.shape) if is_bias(path, siblings[tuple(path)]) else 0 for path, leaf in flat]
+    z = jax.random.normal(key, (sum(sizes),), jnp.float32)
+    leaves, offset = [], 0
+    for (path, leaf), size in zip(flat, sizes):
+        if size:
+            leaf = z[offset:offset + size].reshape(leaf.shape).astype(leaf.dtype)
+            offset += size
+        leaves.append(leaf)
+    return jax.tree_util.tree_unflatten(treedef, leaves)
+
+
+BIAS_INITS = ("zeros", "normal")
+
+
+def base_draw(key: jax.Array, template: Any, base_init: str, bias_init: str = "zeros") -> Any:
+    """The unscaled parameters of one network: kernels from `base_init` (`fill_kernels`), biases 0
+    (``"zeros"``) or N(0, 1) (``"normal"``, the mean-field convention), every other leaf (BatchNorm
+    gains, ...) as in ``template``. ``template`` may be any flax parameter tree (its kernel and bias
+    values are ignored). Kernel and bias draws come from independent streams of ``key``."""
+    check_base_init(base_init)
+    if bias_init not in BIAS_INITS:
+        raise ConfigError(f"bias_init must be one of {'|'.join(BIAS_INITS)}, got {bias_init!r}")
+    k_kernel, k_bias = jax.random.split(key)
+    params = fill_kernels(k_kernel, template, base_init)
+    if bias_init == "normal":
+        return fill_biases(k_bias, params)
+    siblings = _sibling_names(params)
+    return jax.tree_util.tree_map_with_path(
+        lambda p, x: jnp.zeros_like(x) if is_bias(p, siblings[tuple(p)]) else x, params)
+
+
+def scale_params(params: Any, sigma_w: jax.Array | float, sigma_b: jax.Array | float | None = None) -> Any:
+    """Kernels x ``sigma_w`` and, if given, biases x ``sigma_b`` (both may be traced: no recompilation).
+
+    With ``base_init="normal_fan_in"`` and ``bias_init="normal"`` this is THEORY.md section 1:
+    ``W ~ N(0, sigma_w2 / fan_in)``, ``b ~ N(0, sigma_b2)`` for ``sigma_w = sqrt(sigma_w2)``,
+    ``sigma_b = sqrt(sigma_b2)``.
+    """
+    params = scale_kernels(params, sigma_w)
+    return params if sigma_b is None else scale_biases(params, sigma_b)
+
+
+def scaled_init(structure: Callable[[], tuple[Any, Any]], base_init: str) -> Callable:
+    """(Pre-flax models; removed once every model is a flax module.) ``init(key, sigma_w)`` from
+    ``structure() -> (params, state)`` with placeholder kernels."""
     check_base_init(base_init)
 
     def init(key: jax.Array, sigma_w: jax.Array | float = 1.0):

@@ -85,7 +85,7 @@ def test_every_model_and_member_count_is_measured_with_each_distinct_strategy(qu
 def test_ratios_are_the_default_and_each_strategy_over_sequential(quick_run):
     _, out, _, _ = quick_run
     _, rows = _train_lines(out)
-    from jaxinit.train import default_strategy
+    from jaxinit.forgetting.train import default_strategy
     for model in ("mlp", "resnet9"):
         ref_impl = None if model == "mlp" else "lax"
         for k in (1, 2):

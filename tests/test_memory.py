@@ -1,4 +1,4 @@
-"""Initialization-memory metrics (jaxinit.memory) on hand-made histories, values worked out by hand."""
+"""Initialization-memory metrics (jaxinit.forgetting.memory) on hand-made histories, values worked out by hand."""
 from __future__ import annotations
 
 import json
@@ -7,7 +7,7 @@ import math
 import numpy as np
 import pytest
 
-from jaxinit import memory as M
+from jaxinit.forgetting import memory as M
 
 DESIGN_MEMBER_KEYS = {"optimizer", "sigma_w", "seed", "best_epoch", "test_acc_at_best",
                       "train_acc_at_best", "tau_interp", "repair_gap", "param_norm_init",

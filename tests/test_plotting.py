@@ -1,4 +1,4 @@
-"""Figures from a hand-made run directory (jaxinit.plotting): files appear, CLI fails cleanly."""
+"""Figures from a hand-made run directory (jaxinit.forgetting.plotting): files appear, CLI fails cleanly."""
 from __future__ import annotations
 
 import json
@@ -10,7 +10,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from jaxinit import memory, plotting
+from jaxinit.forgetting import memory, plotting
 
 ROOT = Path(__file__).resolve().parents[1]
 PNG_MAGIC = b"\x89PNG\r\n\x1a\n"
@@ -82,7 +82,7 @@ def test_cli_several_runs_writes_a_combined_figure(tmp_path, capsys):
 
 
 def test_cli_missing_dir_is_one_line_and_exit_2(tmp_path):
-    proc = subprocess.run([sys.executable, "-m", "jaxinit.plotting", str(tmp_path / "nope")],
+    proc = subprocess.run([sys.executable, "-m", "jaxinit.forgetting.plotting", str(tmp_path / "nope")],
                           cwd=ROOT, capture_output=True, text=True, timeout=60)
     assert proc.returncode == 2
     assert len(proc.stderr.strip().splitlines()) == 1 and "nope" in proc.stderr
@@ -90,7 +90,7 @@ def test_cli_missing_dir_is_one_line_and_exit_2(tmp_path):
 
 
 def test_plotting_does_not_import_jax():
-    code = "import sys, jaxinit.plotting; print(sorted(m for m in sys.modules if m.split('.')[0] == 'jax'))"
+    code = "import sys, jaxinit.forgetting.plotting; print(sorted(m for m in sys.modules if m.split('.')[0] == 'jax'))"
     proc = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True, timeout=60)
     assert proc.returncode == 0, proc.stderr
     assert proc.stdout.strip() == "[]"

@@ -7,7 +7,7 @@ import numpy as np
 import pytest
 
 from experiments.forgetting import ForgettingConfig
-from jaxinit import train
+from jaxinit.forgetting import train
 from jaxinit.config import DataConfig, ModelConfig, OptConfig, SweepConfig, TrainConfig
 
 TINY = ForgettingConfig(

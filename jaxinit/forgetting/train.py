@@ -402,7 +402,7 @@ def append_rows(path, rows: list[dict]) -> None:
 def truncate_rows(path, max_epoch: int) -> None:
     """Keep rows with epoch <= max_epoch (those after the restored checkpoint are redone)."""
     import os
-    from jaxinit.memory import read_metrics
+    from jaxinit.forgetting.memory import read_metrics
     rows = [r for r in read_metrics(path) if r["epoch"] <= max_epoch] if path.exists() else []
     tmp = path.with_suffix(".jsonl.tmp")
     tmp.write_text("")
@@ -482,7 +482,7 @@ def fit(cfg, out, resume: bool, progress: bool = True) -> dict:
               "member_steps_per_s": (len(sweep.members) * steps_done / sum(epoch_times)) if epoch_times else None}
     if not writer:   # results live in process 0's files only
         return {"sweep": sweep, "rows": None, "etas": None, "timing": timing}
-    from jaxinit.memory import read_metrics
+    from jaxinit.forgetting.memory import read_metrics
     rows = read_metrics(metrics_path)
     last_epoch = max(r["epoch"] for r in rows)
     final = [r for r in rows if r["epoch"] == last_epoch]

@@ -3,7 +3,7 @@
 Reads `summary.json` and `metrics.jsonl` of a `python -m experiments.forgetting` run; never imports
 the training code or jax, so figures can be redrawn anywhere without retraining:
 
-    python -m jaxinit.plotting RUN_DIR [RUN_DIR ...] [--out DIR]
+    python -m jaxinit.forgetting.plotting RUN_DIR [RUN_DIR ...] [--out DIR]
 
 writes `RUN_DIR/figures/{acc_vs_sigma,norm_trajectories,spread_vs_clocks}.png` for each run; with
 several runs also one combined spread-vs-clock figure (`--out DIR/spread_vs_clocks.png`, or
@@ -25,7 +25,7 @@ import numpy as np
 from matplotlib import cm, colors, ticker
 from matplotlib.figure import Figure
 
-from jaxinit.memory import CLOCKS, acc_curve, read_metrics, setting_labels
+from jaxinit.forgetting.memory import CLOCKS, acc_curve, read_metrics, setting_labels
 
 _MARKERS = "osD^v<>pP*Xh"
 _DPI = 110
@@ -234,9 +234,9 @@ def _draw_run(run_dir: str | Path, summary: Mapping[str, Any], rows: Sequence[Ma
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    """CLI: `python -m jaxinit.plotting RUN_DIR [RUN_DIR ...] [--out DIR]`; returns the exit status."""
+    """CLI: `python -m jaxinit.forgetting.plotting RUN_DIR [RUN_DIR ...] [--out DIR]`; returns the exit status."""
     args = list(sys.argv[1:] if argv is None else argv)
-    usage = "usage: python -m jaxinit.plotting RUN_DIR [RUN_DIR ...] [--out DIR]"
+    usage = "usage: python -m jaxinit.forgetting.plotting RUN_DIR [RUN_DIR ...] [--out DIR]"
     if any(a in ("-h", "--help") for a in args):
         print(__doc__)
         return 0
