@@ -24,7 +24,8 @@ def _usage(prog: str, doc: str, presets: Mapping[str, Any], default: str) -> str
 
 def parse_args(argv: list[str]) -> tuple[dict[str, Any], list[str]]:
     """Split argv into the fixed flags and the dotted overrides."""
-    flags: dict[str, Any] = {"preset": None, "out": None, "resume": False, "help": False, "quick": False}
+    flags: dict[str, Any] = {"preset": None, "out": None, "resume": False, "help": False, "quick": False,
+                             "replot": None}
     overrides: list[str] = []
     it = iter(argv)
     for arg in it:
@@ -34,12 +35,12 @@ def parse_args(argv: list[str]) -> tuple[dict[str, Any], list[str]]:
             flags["resume"] = True
         elif arg == "--quick":
             flags["quick"] = True
-        elif arg in ("--preset", "--out"):
+        elif arg in ("--preset", "--out", "--replot"):
             value = next(it, None)
             if value is None or value.startswith("--"):
                 raise ConfigError(f"{arg} needs a value")
             flags[arg[2:]] = value
-        elif arg.startswith("--preset=") or arg.startswith("--out="):
+        elif arg.startswith(("--preset=", "--out=", "--replot=")):
             key, value = arg[2:].split("=", 1)
             flags[key] = value
         elif arg.startswith("--") and "." in arg.split("=", 1)[0] and "=" in arg:
@@ -115,7 +116,7 @@ def join_hosts(prog: str, multihost: bool) -> bool:
 def run_experiment(prog: str, doc: str, config_cls: type, presets: Mapping[str, Any], default: str,
                    main: Callable[[Any, Path, bool], Any], default_out: str,
                    validate: Callable[[Any], None] | None = None, argv: list[str] | None = None,
-                   multihost: bool = False) -> int:
+                   multihost: bool = False, replot: Callable[[Path], list[Path]] | None = None) -> int:
     """Parse, validate, run `main(cfg, out_dir, resume)`; print where results went. Returns exit status.
 
     `multihost`: the experiment supports several processes (`jaxinit.distributed`); the others refuse
@@ -127,6 +128,10 @@ def run_experiment(prog: str, doc: str, config_cls: type, presets: Mapping[str, 
         if flags["help"]:
             print(_usage(prog, doc, presets, default))
             return 0
+        if flags["replot"] is not None:
+            if replot is None:
+                raise ConfigError(f"{prog} has no --replot")
+            return _replot(prog, flags["replot"], replot)
         writer = join_hosts(prog, multihost)
         out = Path(flags["out"] or default_out)
         if flags["resume"] and not out.is_dir():
@@ -157,11 +162,19 @@ def run_experiment(prog: str, doc: str, config_cls: type, presets: Mapping[str, 
     return 0
 
 
-def replot(prog: str, run_dir: str, plot_all: Callable[[Path], list[Path]]) -> int:
+def _replot(prog: str, run_dir: str, plot_all: Callable[[Path], list[Path]]) -> int:
     """`python -m experiments.<prog> --replot DIR`: figures from a run's saved results/*.npz only."""
-    out = Path(run_dir)
+    out = Path(run_dir).expanduser()
     if not list((out / "results").glob("*.npz")):
-        print(f"error: --replot {out}: no saved results (results/*.npz) of a {prog} run there", file=sys.stderr)
-        return 2
+        raise ConfigError(f"--replot {out}: no saved results (results/*.npz) of a {prog} run there")
     print("\n".join(str(p) for p in plot_all(out)))
     return 0
+
+
+def replot(prog: str, run_dir: str, plot_all: Callable[[Path], list[Path]]) -> int:
+    """(Kept for the argv form ``--replot DIR`` of older mains.)"""
+    try:
+        return _replot(prog, run_dir, plot_all)
+    except ConfigError as e:
+        print(f"error: {e}", file=sys.stderr)
+        return 2
