@@ -81,10 +81,24 @@ def fill_kernels(key: jax.Array, params: Any, base_init: str) -> Any:
     leaves, offset = [], 0
     for (path, leaf), size in zip(flat, sizes):
         if size:
-            leaf = z[offset:offset + size].reshape(leaf.shape) * base_std(base_init, leaf.shape)
+            layer_shape = leaf.shape[stacked_axes(path):]
+            leaf = z[offset:offset + size].reshape(leaf.shape) * base_std(base_init, layer_shape)
             offset += size
         leaves.append(leaf)
     return jax.tree_util.tree_unflatten(treedef, leaves)
+
+
+STACKED_PREFIX = "stacked"
+
+
+def stacked_axes(path: tuple) -> int:
+    """Leading axes of a leaf that index layers, not weights: one per path entry named ``stacked*``.
+
+    A model that keeps L identical layers as one array (``flax.linen.scan`` over a module named e.g.
+    ``stacked_layers``, for compile speed at depth 100) has kernels of shape ``(L, in, out)``; their
+    fan-in is ``in``, not ``L * in``. Naming the scanned module ``stacked...`` says so.
+    """
+    return sum(key_name(k).startswith(STACKED_PREFIX) for k in path)
 
 
 def is_kernel(path: tuple, leaf: Any = None) -> bool:
