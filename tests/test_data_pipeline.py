@@ -1,9 +1,5 @@
-"""jaxinit.data: embedded sets, archive readers, tfds mock, splits, normalisation, device pipeline."""
-import gzip
-import io
-import pickle
+"""jaxinit.data: embedded sets, splits, normalisation, config errors and the on-device pipeline."""
 import random
-import tarfile
 
 import jax
 import jax.numpy as jnp
@@ -12,62 +8,10 @@ import pytest
 
 from jaxinit import data
 from jaxinit.config import ConfigError, DataConfig
+from jaxinit.data import synthetic
+from jaxinit.data.pipeline import to_sphere
 
 RNG = np.random.default_rng(1234)
-
-
-# --------------------------------------------------------------------------- fixture helpers
-def write_idx(path, array, gz=False):
-    """Write `array` (uint8) in the IDX format; `.gz` compressed when gz."""
-    header = bytes([0, 0, 0x08, array.ndim]) + np.asarray(array.shape, ">u4").tobytes()
-    blob = header + np.asarray(array, np.uint8).tobytes()
-    path.write_bytes(gzip.compress(blob) if gz else blob)
-
-
-def make_mnist_dir(folder, n_train=12, n_test=6, gz=True):
-    """Tiny MNIST-layout IDX set; returns the arrays written."""
-    folder.mkdir(parents=True, exist_ok=True)
-    arrays = {"train-images": RNG.integers(0, 256, (n_train, 28, 28), dtype=np.uint8),
-              "train-labels": RNG.integers(0, 10, n_train, dtype=np.uint8),
-              "t10k-images": RNG.integers(0, 256, (n_test, 28, 28), dtype=np.uint8),
-              "t10k-labels": RNG.integers(0, 10, n_test, dtype=np.uint8)}
-    for stem, array in arrays.items():
-        kind = "idx3" if stem.endswith("images") else "idx1"
-        write_idx(folder / (f"{stem}-{kind}-ubyte" + (".gz" if gz else "")), array, gz)
-    return arrays
-
-
-def cifar_batches(n_classes, sizes, label_key):
-    """{member: (pickle bytes, NCHW-flat data, labels)} in the CIFAR python format."""
-    out = {}
-    for member, n in sizes.items():
-        flat = RNG.integers(0, 256, (n, 3072), dtype=np.uint8)
-        labels = RNG.integers(0, n_classes, n).tolist()
-        out[member] = (pickle.dumps({label_key: labels, b"data": flat}, protocol=2), flat, labels)
-    return out
-
-
-def write_cifar(root, name, as_tar):
-    folder, archive, train, test, key, n_classes = data._CIFAR[name]
-    batches = cifar_batches(n_classes, {m: 3 for m in train + test}, key)
-    if as_tar:
-        with tarfile.open(root / archive, "w:gz") as tar:
-            for member, (blob, _, _) in batches.items():
-                info = tarfile.TarInfo(f"{folder}/{member}")
-                info.size = len(blob)
-                tar.addfile(info, io.BytesIO(blob))
-    else:
-        (root / folder).mkdir()
-        for member, (blob, _, _) in batches.items():
-            (root / folder / member).write_bytes(blob)
-    flat = lambda members: np.concatenate([batches[m][1] for m in members])
-    labels = lambda members: np.concatenate([batches[m][2] for m in members])
-    return flat(train), labels(train), flat(test), labels(test)
-
-
-def pool_order(cfg, n_pool, n_test):
-    """Index arrays `load_dataset` uses for a pool / test split of these sizes."""
-    return data.split_indices(n_pool, n_test, cfg)
 
 
 # --------------------------------------------------------------------------- embedded sets
@@ -91,7 +35,7 @@ def test_mnist1d_shapes():
 
 
 def test_mnist1d_leaves_global_rngs_alone():
-    data._mnist1d_arrays.cache_clear()  # otherwise a cached result would skip the generator
+    synthetic.mnist1d_arrays.cache_clear()  # otherwise a cached result would skip the generator
     np.random.seed(7)
     random.seed(7)
     np_before, py_before = np.random.get_state(), random.getstate()
@@ -105,7 +49,7 @@ def test_mnist1d_leaves_global_rngs_alone():
 def test_gaussian_follows_documented_teacher_rule():
     cfg = DataConfig(name="gaussian", n_samples=300, dim=5, n_classes=3, normalize="none")
     ds = data.load_dataset(cfg)
-    rng = np.random.default_rng(data._SYNTH_SEED)
+    rng = np.random.default_rng(synthetic.SYNTH_SEED)
     teacher = rng.standard_normal((3, 5))
     assert ds.x_train.shape[1:] == (5,) and ds.input_shape == (5,) and ds.n_classes == 3
     for x, y in ((ds.x_train, ds.y_train), (ds.x_val, ds.y_val), (ds.x_test, ds.y_test)):
@@ -155,18 +99,6 @@ def test_binarize_is_label_mod_two():
 
 
 # --------------------------------------------------------------------------- normalisation
-def test_standard_uses_train_statistics_per_channel(tmp_path):
-    write_cifar(tmp_path, "cifar10", as_tar=False)
-    ds = data.load_dataset(DataConfig(name="cifar10", dir=str(tmp_path), val_fraction=0.2))
-    raw = data.load_dataset(DataConfig(name="cifar10", dir=str(tmp_path), val_fraction=0.2, normalize="none"))
-    x = np.asarray(ds.x_train, np.float64)
-    np.testing.assert_allclose(x.mean(axis=(0, 1, 2)), 0.0, atol=1e-5)
-    np.testing.assert_allclose(x.std(axis=(0, 1, 2)), 1.0, atol=1e-5)
-    r = np.asarray(raw.x_train, np.float64)
-    mean, std = r.mean(axis=(0, 1, 2)), r.std(axis=(0, 1, 2))
-    np.testing.assert_allclose(ds.x_test, (np.asarray(raw.x_test) - mean) / std, atol=1e-5)
-
-
 def test_sphere_puts_every_input_on_the_sphere():
     for name in ("digits", "mnist1d"):
         ds = data.load_dataset(DataConfig(name=name, n_samples=200, normalize="sphere"))
@@ -178,54 +110,6 @@ def test_sphere_puts_every_input_on_the_sphere():
 def test_none_keeps_pixels_in_unit_interval():
     ds = data.load_dataset(DataConfig(name="digits", normalize="none"))
     assert float(ds.x_train.min()) == 0.0 and float(ds.x_train.max()) == 1.0
-
-
-# --------------------------------------------------------------------------- archive readers
-@pytest.mark.parametrize("gz", [True, False])
-def test_idx_reader_roundtrip(tmp_path, gz):
-    arrays = make_mnist_dir(tmp_path, gz=gz)
-    cfg = DataConfig(name="mnist", dir=str(tmp_path), normalize="none", val_fraction=0.25)
-    ds = data.load_dataset(cfg)
-    train, val, _ = pool_order(cfg, 12, 6)
-    assert ds.input_shape == (28, 28, 1) and ds.x_train.shape == (9, 28, 28, 1)
-    np.testing.assert_allclose(ds.x_train[..., 0], arrays["train-images"][train] / 255.0, atol=1e-7)
-    np.testing.assert_array_equal(ds.y_val, arrays["train-labels"][val])
-    np.testing.assert_allclose(ds.x_test[..., 0], arrays["t10k-images"] / 255.0, atol=1e-7)
-
-
-def test_fashion_mnist_in_torchvision_layout(tmp_path):
-    arrays = make_mnist_dir(tmp_path / "FashionMNIST" / "raw", n_train=8, n_test=4)
-    ds = data.load_dataset(DataConfig(name="fashion_mnist", dir=str(tmp_path), val_fraction=0.0))
-    assert ds.x_train.shape == (8, 28, 28, 1) and ds.x_test.shape == (4, 28, 28, 1)
-    np.testing.assert_array_equal(ds.y_test, arrays["t10k-labels"])
-
-
-@pytest.mark.parametrize("name,as_tar", [("cifar10", False), ("cifar10", True), ("cifar100", True)])
-def test_cifar_reader_roundtrip(tmp_path, name, as_tar):
-    flat, labels, flat_test, labels_test = write_cifar(tmp_path, name, as_tar)
-    cfg = DataConfig(name=name, dir=str(tmp_path), normalize="none", val_fraction=0.0)
-    ds = data.load_dataset(cfg)
-    train, _, _ = pool_order(cfg, len(labels), len(labels_test))
-    assert ds.n_classes == (100 if name == "cifar100" else 10) and ds.input_shape == (32, 32, 3)
-    # NHWC pixel (n, h, w, c) is the flat row entry c*1024 + h*32 + w.
-    expected = flat.reshape(-1, 3, 32, 32).transpose(0, 2, 3, 1)[train] / 255.0
-    np.testing.assert_allclose(ds.x_train, expected, atol=1e-7)
-    assert float(ds.x_train[0, 1, 2, 0]) == pytest.approx(flat[train[0], 0 * 1024 + 1 * 32 + 2] / 255.0)
-    np.testing.assert_array_equal(ds.y_train, np.asarray(labels)[train])
-    np.testing.assert_array_equal(ds.y_test, labels_test)
-
-
-def test_tfds_data_source_with_mock_data(tmp_path):
-    tfds = pytest.importorskip("tensorflow_datasets")
-    # mock_data ignores data_dir, so a marker stands in for a prepared tfds folder.
-    (tmp_path / "mnist" / "3.0.1").mkdir(parents=True)
-    (tmp_path / "mnist" / "3.0.1" / "dataset_info.json").write_text("{}")
-    with tfds.testing.mock_data(num_examples=10, policy=tfds.testing.MockPolicy.USE_CODE):
-        ds = data.load_dataset(DataConfig(name="mnist", dir=str(tmp_path), val_fraction=0.2, normalize="none"))
-    assert ds.x_train.shape == (8, 28, 28, 1) and ds.x_val.shape == (2, 28, 28, 1)
-    assert ds.x_test.shape == (10, 28, 28, 1) and ds.y_test.dtype == jnp.int32
-    assert 0.0 <= float(ds.x_train.min()) and float(ds.x_train.max()) <= 1.0
-    assert float(ds.x_train.max()) > 0.0  # mock images are random, not blank
 
 
 # --------------------------------------------------------------------------- errors
@@ -242,43 +126,6 @@ def test_unknown_name_and_missing_dir(tmp_path):
     expect_error(DataConfig(name="imagenet"), "imagenet", "unknown dataset")
     expect_error(DataConfig(name="mnist", dir=str(tmp_path / "nope")), "nope", "no such directory")
     expect_error(DataConfig(name="digits", normalize="zca"), "zca")
-
-
-def test_no_data_says_what_to_put_where(tmp_path):
-    expect_error(DataConfig(name="cifar10", dir=str(tmp_path)), str(tmp_path),
-                 "cifar-10-python.tar.gz", "cifar-10-batches-py/", "tfds")
-    expect_error(DataConfig(name="mnist", dir=str(tmp_path)), "train-images-idx3-ubyte")
-
-
-@pytest.mark.parametrize("gz", [True, False])
-def test_truncated_idx_file(tmp_path, gz):
-    make_mnist_dir(tmp_path, gz=gz)
-    path = tmp_path / ("train-images-idx3-ubyte" + (".gz" if gz else ""))
-    blob = path.read_bytes()
-    path.write_bytes(blob[: len(blob) // 2])
-    expect_error(DataConfig(name="mnist", dir=str(tmp_path)), "train-images-idx3-ubyte")
-
-
-def test_incomplete_idx_set(tmp_path):
-    make_mnist_dir(tmp_path)
-    (tmp_path / "t10k-labels-idx1-ubyte.gz").unlink()
-    expect_error(DataConfig(name="mnist", dir=str(tmp_path)), "t10k-labels", "missing")
-
-
-def test_corrupt_cifar(tmp_path):
-    write_cifar(tmp_path, "cifar10", as_tar=False)
-    (tmp_path / "cifar-10-batches-py" / "data_batch_3").write_bytes(b"\x80\x02garbage")
-    expect_error(DataConfig(name="cifar10", dir=str(tmp_path)), "data_batch_3", "corrupt")
-    other = tmp_path / "tar"
-    other.mkdir()
-    (other / "cifar-100-python.tar.gz").write_bytes(b"not a tar at all")
-    expect_error(DataConfig(name="cifar100", dir=str(other)), "cifar-100-python.tar.gz", "corrupt")
-
-
-def test_pickle_with_foreign_objects_is_refused(tmp_path):
-    write_cifar(tmp_path, "cifar10", as_tar=False)
-    (tmp_path / "cifar-10-batches-py" / "test_batch").write_bytes(pickle.dumps({b"data": print}))
-    expect_error(DataConfig(name="cifar10", dir=str(tmp_path)), "test_batch", "builtins.print")
 
 
 def test_impossible_sizes():
@@ -372,6 +219,5 @@ def test_dataset_is_a_pytree_with_static_metadata():
 
 
 def test_sphere_normalisation_accepts_an_empty_split():
-    from jaxinit.data import _to_sphere
-    out = _to_sphere(np.zeros((0, 8, 8, 1), np.float32))
+    out = to_sphere(np.zeros((0, 8, 8, 1), np.float32))
     assert out.shape == (0, 8, 8, 1)
