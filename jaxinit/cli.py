@@ -1,104 +1,205 @@
 """The command line every `python -m experiments.<name>` shares.
 
-Flags: `--preset NAME`, `--out DIR`, `--resume`, `--help`, and dotted overrides `--a.b=value`.
-User errors (`ConfigError`, unknown flags, unwritable output) become one line on stderr and exit 2.
+    python -m experiments.NAME [--preset NAME] [--out DIR] [--resume | --overwrite] [--a.b=value | --a.b value ...]
+    python -m experiments.NAME --help          # every config field with its default (for the chosen preset)
+    python -m experiments.NAME --replot DIR    # figures from a run's saved results (where supported)
+
+The fixed flags are parsed with argparse; everything else is a dotted override of the preset's config,
+parsed by tyro over the frozen config dataclasses (`jaxinit.config.parse_overrides`, chosen because it
+reads the dataclasses we already have, field docstrings included, with no second schema to keep in
+step; ml_collections' config flags would force a `--config.` prefix on every key that DESIGN.md fixes).
+Run directories are owned (`jaxinit.rundir`: lock, same-config continuation, `--overwrite`), results
+are written atomically (`jaxinit.files`), SIGINT/SIGTERM stop at a step boundary (`jaxinit.interrupt`).
+User errors (`ConfigError`) become one line on stderr and exit status 2.
 """
 from __future__ import annotations
 
+import argparse
+import contextlib
 import json
-import os
 import sys
-import tempfile
 from pathlib import Path
 from typing import Any, Callable, Mapping
 
-from jaxinit.config import ConfigError, apply_overrides, from_dict, to_dict
-
-
-def _usage(prog: str, doc: str, presets: Mapping[str, Any], default: str) -> str:
-    names = ", ".join(f"{n}{' (default)' if n == default else ''}" for n in presets)
-    return (f"usage: python -m {prog} [--preset NAME] [--out DIR] [--resume] [--a.b=value ...]\n\n"
-            f"{doc.strip()}\n\npresets: {names}\n"
-            f"overrides: any field of the preset's config, e.g. --train.epochs=3; see config.json of a run.\n")
-
-
-def parse_args(argv: list[str]) -> tuple[dict[str, Any], list[str]]:
-    """Split argv into the fixed flags and the dotted overrides."""
-    flags: dict[str, Any] = {"preset": None, "out": None, "resume": False, "help": False, "quick": False,
-                             "replot": None}
-    overrides: list[str] = []
-    it = iter(argv)
-    for arg in it:
-        if arg in ("-h", "--help"):
-            flags["help"] = True
-        elif arg == "--resume":
-            flags["resume"] = True
-        elif arg == "--quick":
-            flags["quick"] = True
-        elif arg in ("--preset", "--out", "--replot"):
-            value = next(it, None)
-            if value is None or value.startswith("--"):
-                raise ConfigError(f"{arg} needs a value")
-            flags[arg[2:]] = value
-        elif arg.startswith(("--preset=", "--out=", "--replot=")):
-            key, value = arg[2:].split("=", 1)
-            flags[key] = value
-        elif arg.startswith("--") and "." in arg.split("=", 1)[0] and "=" in arg:
-            overrides.append(arg)
-        else:
-            raise ConfigError(f"unknown argument {arg!r} (overrides take the form --section.key=value)")
-    return flags, overrides
-
-
-def check_writable(out: Path) -> None:
-    """Create `out` if needed and prove we can write there, before any work is done."""
-    try:
-        out.mkdir(parents=True, exist_ok=True)
-        with tempfile.NamedTemporaryFile(dir=out, prefix=".probe"):
-            pass
-    except OSError as e:
-        raise ConfigError(f"--out {out}: cannot write there ({e.strerror or e})") from None
+from jaxinit import files, interrupt, rundir
+from jaxinit.config import ConfigError, from_dict, parse_overrides, to_dict
 
 
 def write_json_atomic(path: Path, data: Any) -> None:
-    """Write JSON via a temporary file + rename so a killed run never leaves half a file."""
-    path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_suffix(path.suffix + ".tmp")
-    with open(tmp, "w") as f:
-        json.dump(data, f, indent=2, sort_keys=True)
-        f.write("\n")
-    os.replace(tmp, path)
+    """(Older name of `jaxinit.files.write_json`.)"""
+    files.write_json(path, data)
 
 
-def _read_or_none(path: Path) -> str | None:
-    return path.read_text() if path.exists() else None
+class _Parser(argparse.ArgumentParser):
+    def error(self, message: str):   # argparse would print usage and exit; we want one line
+        raise ConfigError(message)
 
 
-def _restore(path: Path, text: str | None) -> None:
-    if text is None:
-        path.unlink(missing_ok=True)
-    else:
-        path.write_text(text)
+def _fixed_parser(prog: str, replot: bool, preset_flags: Mapping[str, str]) -> _Parser:
+    p = _Parser(prog=f"python -m {prog}", add_help=False, allow_abbrev=False)
+    p.add_argument("-h", "--help", action="store_true")
+    p.add_argument("--preset")
+    p.add_argument("--out")
+    p.add_argument("--resume", action="store_true")
+    p.add_argument("--overwrite", action="store_true")
+    if replot:
+        p.add_argument("--replot", metavar="DIR")
+    for flag in preset_flags:
+        p.add_argument(f"--{flag}", action="store_true")
+    return p
 
 
-def resolve_config(config_cls: type, presets: Mapping[str, Any], default: str, flags: dict, overrides: list[str],
-                   out: Path) -> Any:
-    """Preset + overrides, or on --resume the saved config.json (+ overrides must agree)."""
-    if flags["resume"]:
-        saved = out / "config.json"
-        if not saved.exists():
-            raise ConfigError(f"--resume: no run to resume in {out} (no config.json)")
-        try:
-            cfg = from_dict(config_cls, json.loads(saved.read_text()))
-        except (json.JSONDecodeError, TypeError) as e:
-            raise ConfigError(f"--resume: {saved} is not a valid config ({e})") from None
-        if overrides and apply_overrides(cfg, overrides) != cfg:
-            raise ConfigError("--resume: overrides would change the saved run's config")
-        return cfg
-    name = flags["preset"] or default
-    if name not in presets:
+def _usage(prog: str, presets: Mapping[str, Any], default: str, replot: bool, preset_flags: Mapping[str, str]) -> str:
+    names = ", ".join(f"{n}{' (default)' if n == default else ''}" for n in presets)
+    lines = [f"usage: python -m {prog} [--preset NAME] [--out DIR] [--resume | --overwrite] [--a.b=value ...]",
+             "",
+             f"  --preset NAME   one of: {names}",
+             "  --out DIR       run directory; a fresh run into a run of the same config continues it",
+             "  --resume        continue the run in --out (its saved config.json)",
+             "  --overwrite     replace the run in --out (deletes that run's own files only)"]
+    if replot:
+        lines.append("  --replot DIR    redraw the figures of a finished run from its saved results")
+    lines += [f"  --{flag:<13} same as --preset {name}" for flag, name in preset_flags.items()]
+    lines += ["", "config fields of the chosen preset (--a.b=value or --a.b value):", ""]
+    return "\n".join(lines)
+
+
+def _choose_preset(args, presets: Mapping[str, Any], default: str, preset_flags: Mapping[str, str]) -> str | None:
+    chosen = [name for flag, name in preset_flags.items() if getattr(args, flag)]
+    if chosen and args.preset:
+        raise ConfigError(f"--{next(f for f, n in preset_flags.items() if n == chosen[0])} is --preset {chosen[0]}; give one of them")
+    name = chosen[0] if chosen else args.preset
+    if name is not None and name not in presets:
         raise ConfigError(f"--preset: unknown preset {name!r} (choose from {', '.join(presets)})")
-    return apply_overrides(presets[name], overrides)
+    return name
+
+
+def resolve_config(config_cls: type, presets: Mapping[str, Any], default: str, preset: str | None,
+                   overrides: list[str], out: Path, resume: bool, prog: str) -> Any:
+    """Preset + overrides, or on --resume the saved config.json (a preset / overrides must agree with it)."""
+    if not resume:
+        return parse_overrides(presets[preset or default], overrides, prog=prog)
+    if not (out / "config.json").exists():
+        raise ConfigError(f"--resume: no run to resume in {files.safe_path(out)} (no config.json)")
+    try:
+        saved = from_dict(config_cls, rundir.read_saved_config(out))
+    except TypeError as e:
+        raise ConfigError(f"--resume: {files.safe_path(out / 'config.json')} is not a valid config ({e})") from None
+    if preset is not None or overrides:
+        asked = parse_overrides(presets[preset] if preset else saved, overrides, prog=prog)
+        if asked != saved:
+            diff = ", ".join(rundir.diff_keys(to_dict(saved), to_dict(asked))[:4])
+            raise ConfigError(f"--resume: the preset / overrides describe another config than the saved run "
+                              f"(differs in {diff})")
+    return saved
+
+
+def _claim(out: Path, cfg: Any, resume: bool, overwrite: bool, prog: str) -> tuple[bool, bool]:
+    """Decide what a run may do with ``out`` (holding its lock); returns (resume, wrote_config)."""
+    state = rundir.inspect(out)
+    if resume:
+        return True, False
+    if state == "foreign":
+        raise ConfigError(f"--out {files.safe_path(out)} holds files that are not a run's; choose an empty or "
+                          f"new directory (nothing there is deleted, --overwrite or not)")
+    if state == "run" and not overwrite:
+        saved = rundir.read_saved_config(out)
+        if saved == json.loads(json.dumps(to_dict(cfg))):
+            print(f"continuing the run of the same config in {files.safe_path(out)}", file=sys.stderr)
+            return True, False
+        diff = ", ".join(rundir.diff_keys(saved, json.loads(json.dumps(to_dict(cfg))))[:4])
+        raise ConfigError(f"--out {files.safe_path(out)} holds a run of another config (differs in {diff}); "
+                          f"use --resume to continue it, another --out, or --overwrite to replace it")
+    if state == "partial" and not overwrite:
+        raise ConfigError(f"--out {files.safe_path(out)} holds an unfinished run without config.json; "
+                          f"use --overwrite to replace it or another --out")
+    if overwrite and state in ("run", "partial"):
+        rundir.clear_run(out)
+    files.write_json(out / "config.json", to_dict(cfg))
+    return False, True
+
+
+def _stamp_provenance(out: Path) -> None:
+    """Add code version, packages and device to run.json (timings stay the experiment's own)."""
+    path = out / "run.json"
+    try:
+        info = json.loads(path.read_text()) if path.exists() else {}
+    except ValueError:
+        info = {}
+    info["provenance"] = rundir.provenance()
+    files.write_json(path, info)
+
+
+def _run(prog, doc, config_cls, presets, default, main, default_out, validate, argv, multihost, replot,
+         preset_flags) -> int:
+    args, overrides = _fixed_parser(prog, replot is not None, preset_flags).parse_known_args(argv)
+    bad = [a for a in overrides if a.startswith("--") and "." not in a.split("=", 1)[0]]
+    if bad:
+        raise ConfigError(f"unknown argument {bad[0]!r} (overrides take the form --section.key=value)")
+    preset = _choose_preset(args, presets, default, preset_flags)
+    if args.help:
+        print(doc.strip() + "\n\n" + _usage(prog, presets, default, replot is not None, preset_flags))
+        try:
+            parse_overrides(presets[preset or default], ["--help"], prog=f"python -m {prog}")
+        except SystemExit as done:   # tyro prints the fields and exits 0
+            return int(done.code or 0)
+        return 0
+    if replot is not None and args.replot is not None:
+        return _replot(prog, args.replot, replot)
+    if args.resume and args.overwrite:
+        raise ConfigError("--resume and --overwrite contradict each other; give one")
+    writer = join_hosts(prog, multihost)
+    out = rundir.resolve_out(args.out, default_out)
+    if args.resume and not out.is_dir():
+        raise ConfigError(f"--resume: no run to resume in {files.safe_path(out)}")
+    cfg = resolve_config(config_cls, presets, default, preset, overrides, out, args.resume, prog)
+    if validate is not None:
+        validate(cfg)
+    with (rundir.RunLock(out) if writer else contextlib.nullcontext()):
+        try:
+            resume, wrote_config = _claim(out, cfg, args.resume, args.overwrite, prog) if writer else (args.resume, False)
+        except ConfigError:
+            _agree_across_hosts(-1)   # the other hosts must not wait for a run that will not start
+            raise
+        resume = _agree_across_hosts(int(resume)) == 1
+        try:
+            main(cfg, out, resume)
+        except interrupt.Interrupted as stop:
+            raise _Stopped(stop, prog, out) from None
+        except ConfigError:
+            if wrote_config and rundir.inspect(out) == "run" and _only_config(out):
+                (out / "config.json").unlink(missing_ok=True)   # refused at set-up: leave no run behind
+            raise
+        if writer:
+            _stamp_provenance(out)
+    if writer:
+        print(f"wrote {files.safe_path(out)}")
+    return 0
+
+
+def _only_config(out: Path) -> bool:
+    return {p.name for p in out.iterdir()} <= {"config.json", rundir.LOCK}
+
+
+def _agree_across_hosts(code: int) -> int:
+    """Several hosts: process 0 decided (it owns the directory: 1 resume, 0 fresh, -1 refused); every
+    process follows its decision."""
+    from jaxinit import distributed
+    if not distributed.is_multiprocess():
+        return code
+    from jax.experimental import multihost_utils
+    import numpy as np
+    decided = int(multihost_utils.broadcast_one_to_all(np.int32(code)))
+    if decided < 0:
+        raise ConfigError("process 0 refused the run directory (its message says why)")
+    return decided
+
+
+class _Stopped(Exception):
+    def __init__(self, stop: interrupt.Interrupted, prog: str, out: Path):
+        super().__init__(f"stopped by {stop}: the last checkpoint is kept; continue with: "
+                         f"python -m {prog} --out {files.safe_path(out)} --resume")
+        self.status = stop.status
 
 
 def join_hosts(prog: str, multihost: bool) -> bool:
@@ -106,6 +207,7 @@ def join_hosts(prog: str, multihost: bool) -> bool:
 
     Returns whether this process writes results (False only on processes other than 0).
     """
+    import os
     from jaxinit import distributed
     if distributed.launch_settings(os.environ) is not None and not multihost:
         raise ConfigError(f"{prog} runs on one host; unset {', '.join(distributed.ENV_VARS)}")
@@ -116,63 +218,42 @@ def join_hosts(prog: str, multihost: bool) -> bool:
 def run_experiment(prog: str, doc: str, config_cls: type, presets: Mapping[str, Any], default: str,
                    main: Callable[[Any, Path, bool], Any], default_out: str,
                    validate: Callable[[Any], None] | None = None, argv: list[str] | None = None,
-                   multihost: bool = False, replot: Callable[[Path], list[Path]] | None = None) -> int:
-    """Parse, validate, run `main(cfg, out_dir, resume)`; print where results went. Returns exit status.
+                   multihost: bool = False, replot: Callable[[Path], list[Path]] | None = None,
+                   preset_flags: Mapping[str, str] | None = None) -> int:
+    """Parse, claim the run directory, run ``main(cfg, out_dir, resume)``; return the exit status.
 
     `multihost`: the experiment supports several processes (`jaxinit.distributed`); the others refuse
     a multi-process launch with one line rather than have every host write the same files.
+    `replot`: ``plot_all(run_dir) -> paths`` behind ``--replot DIR``. `preset_flags`: flags that stand
+    for a preset (``{"quick": "quick"}`` gives ``--quick``).
     """
-    argv = sys.argv[1:] if argv is None else argv
+    argv = sys.argv[1:] if argv is None else list(argv)
     try:
-        flags, overrides = parse_args(argv)
-        if flags["help"]:
-            print(_usage(prog, doc, presets, default))
-            return 0
-        if flags["replot"] is not None:
-            if replot is None:
-                raise ConfigError(f"{prog} has no --replot")
-            return _replot(prog, flags["replot"], replot)
-        writer = join_hosts(prog, multihost)
-        out = Path(flags["out"] or default_out)
-        if flags["resume"] and not out.is_dir():
-            raise ConfigError(f"--resume: no run to resume in {out}")
-        cfg = resolve_config(config_cls, presets, default, flags, overrides, out)
-        if validate is not None:
-            validate(cfg)
-        check_writable(out)
-        previous = None
-        owns_config = writer and not flags["resume"]
-        if owns_config:
-            previous = _read_or_none(out / "config.json")
-            write_json_atomic(out / "config.json", to_dict(cfg))
-        try:
-            main(cfg, out, flags["resume"])
-        except ConfigError:
-            if owns_config:  # a run refused at set-up leaves the directory as it found it
-                _restore(out / "config.json", previous)
-            raise
+        with interrupt.handled():
+            return _run(prog, doc, config_cls, presets, default, main, default_out, validate, argv, multihost,
+                        replot, dict(preset_flags or {}))
     except ConfigError as e:
         print(f"error: {e}", file=sys.stderr)
         return 2
-    except KeyboardInterrupt:
-        print("interrupted", file=sys.stderr)
-        return 130
-    if writer:
-        print(f"wrote {out}")
-    return 0
+    except _Stopped as e:
+        print(str(e), file=sys.stderr)
+        return e.status
+    except interrupt.Interrupted as e:   # before the run directory was claimed: nothing to keep
+        print(f"stopped by {e}", file=sys.stderr)
+        return e.status
 
 
 def _replot(prog: str, run_dir: str, plot_all: Callable[[Path], list[Path]]) -> int:
-    """`python -m experiments.<prog> --replot DIR`: figures from a run's saved results/*.npz only."""
+    """`python -m experiments.<prog> --replot DIR`: figures from a run's saved results only."""
     out = Path(run_dir).expanduser()
     if not list((out / "results").glob("*.npz")):
-        raise ConfigError(f"--replot {out}: no saved results (results/*.npz) of a {prog} run there")
+        raise ConfigError(f"--replot {files.safe_path(out)}: no saved results (results/*.npz) of a {prog} run there")
     print("\n".join(str(p) for p in plot_all(out)))
     return 0
 
 
 def replot(prog: str, run_dir: str, plot_all: Callable[[Path], list[Path]]) -> int:
-    """(Kept for the argv form ``--replot DIR`` of older mains.)"""
+    """(Older argv form of ``--replot DIR``; mains now pass ``replot=`` to `run_experiment`.)"""
     try:
         return _replot(prog, run_dir, plot_all)
     except ConfigError as e:

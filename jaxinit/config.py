@@ -1,19 +1,28 @@
-"""Frozen dataclass configs and the `--a.b=value` override parser shared by every experiment.
+"""Frozen dataclass configs shared by the experiments, and their one parser (tyro).
 
 Structure (model kind, depth, strategy) is static; swept values (`sweep.sigma_w`, seeds) become
-traced arrays in `train.py`, so changing them never recompiles.
+traced arrays in the run loops, so changing them never recompiles.
 
-Each experiment defines a top-level frozen dataclass whose fields are sub-configs (themselves frozen
-dataclasses of scalars and tuples). `apply_overrides` parses strings by the field's annotation;
-anything unknown or unparsable raises `ConfigError`, which entrypoints turn into one line + exit 2.
+Each experiment defines a top-level frozen dataclass whose fields are sub-configs (frozen dataclasses
+of scalars and tuples); every field carries a docstring, which `--help` shows. Command lines are
+parsed by tyro (`parse_overrides`) with a few conventions the project fixed before tyro:
+`--a.b=value` and `--a.b value` both work, tuples are comma-separated (`--sweep.sigma_w=0.5,1,2`),
+booleans take `true/false/1/0/yes/no`, optional values take `none`. Anything unknown or unparsable
+raises `ConfigError`, which the entrypoints turn into one line + exit status 2.
 """
 from __future__ import annotations
 
+import contextlib
 import dataclasses
+import io
 import math
+import os
+import types
 import typing
 from dataclasses import dataclass, field
 from typing import Any
+
+FLOAT32_MAX = 3.4028234663852886e38
 
 
 class ConfigError(ValueError):
@@ -23,142 +32,211 @@ class ConfigError(ValueError):
 # --------------------------------------------------------------------------- sub-configs
 @dataclass(frozen=True)
 class DataConfig:
-    name: str = "mnist1d"          # digits | mnist1d | gaussian | mnist | fashion_mnist | cifar10 | cifar100
-    dir: str = ""                  # where real data lives: a tfds data_dir or the original archives
-    n_train: int = 0               # 0 = everything left after the validation split
-    n_val: int = 0                 # 0 = val_fraction of the training pool
+    name: str = "mnist1d"
+    """digits | mnist1d | gaussian | mnist | fashion_mnist | cifar10 | cifar100"""
+    dir: str = ""
+    """where real data lives: a tfds data_dir or the original archives (~ is expanded)"""
+    n_train: int = 0
+    """training examples (0 = everything left after the validation split)"""
+    n_val: int = 0
+    """validation examples carved from the training pool (0 = val_fraction of it)"""
     val_fraction: float = 0.1
-    n_test: int = 0                # 0 = the whole test split
-    split_seed: int = 0            # seeded permutation that carves validation from train
-    binarize: bool = False         # label % 2 (IGB study)
-    augment: bool = False          # random crop (pad 4) + horizontal flip, images only
-    normalize: str = "standard"    # standard (train mean/std per channel) | sphere (|x|^2/d = 1 per input) | none
-    n_samples: int = 4000          # synthetic sets (mnist1d, gaussian): samples generated in total
-    dim: int = 64                  # gaussian: input dimension
-    n_classes: int = 10            # gaussian: number of classes
+    """validation share of the training pool when n_val = 0"""
+    n_test: int = 0
+    """test examples (0 = the whole test split)"""
+    split_seed: int = 0
+    """seed of the permutation that carves validation from train"""
+    binarize: bool = False
+    """labels -> label % 2 (IGB study)"""
+    augment: bool = False
+    """random crop (pad 4) + horizontal flip, images only"""
+    normalize: str = "standard"
+    """standard (train mean/std per channel) | sphere (|x|^2/d = 1 per input) | none"""
+    n_samples: int = 4000
+    """synthetic sets (mnist1d, gaussian): samples generated in total"""
+    dim: int = 64
+    """gaussian: input dimension"""
+    n_classes: int = 10
+    """gaussian: number of classes"""
 
 
 @dataclass(frozen=True)
 class ModelConfig:
-    name: str = "mlp"              # mlp | resnet9 | resnet20 | resnet56 | resnet110 | vit | cnn
-    width: int = 256               # mlp hidden width; for conv nets see width_mult
-    depth: int = 3                 # mlp hidden layers
-    width_mult: float = 1.0        # conv nets: channels x width_mult (tiny CPU variants)
+    name: str = "mlp"
+    """mlp | resnet9 | resnet20 | resnet32 | resnet44 | resnet56 | resnet110 | vit | cnn"""
+    width: int = 256
+    """mlp hidden width (vit / cnn: channels); conv nets see width_mult"""
+    depth: int = 3
+    """mlp hidden layers (vit: blocks, cnn: conv layers)"""
+    width_mult: float = 1.0
+    """conv nets: channels x width_mult (narrow CPU variants)"""
     batchnorm: bool = True
+    """BatchNorm after every hidden dense / conv layer"""
     activation: str = "relu"
-    base_init: str = "he_normal"   # he_normal | lecun_normal | glorot_normal | normal_fan_in
-    conv_impl: str = "lax"         # lax | im2col (patches + einsum; vmaps without grouped convs)
+    """activation name (jaxinit.models.activations)"""
+    base_init: str = "he_normal"
+    """he_normal | lecun_normal | glorot_normal | normal_fan_in; sigma_w multiplies it"""
+    conv_impl: str = "lax"
+    """lax | im2col (patches + einsum; vmaps without grouped convolutions)"""
 
 
 @dataclass(frozen=True)
 class OptConfig:
     """Overrides applied on top of every optimizer setting in the sweep (None = the setting's own)."""
     lr: float | None = None
-    weight_decay: float | None = None   # coupled L2 for sgd-family settings, decoupled for adamw/muon
-    schedule: str = "constant"          # constant | step | cosine | warmup_cosine
+    """learning rate of every setting (none = each setting's own)"""
+    weight_decay: float | None = None
+    """L2 / weight decay of every setting: coupled for sgd_l2, decoupled for adamw/muon (none = own)"""
+    schedule: str = "constant"
+    """constant | step | cosine | warmup_cosine"""
     warmup_epochs: float = 0.0
+    """linear warmup length (warmup_cosine only)"""
     momentum: float = 0.9
+    """heavy-ball / Nesterov mu of the momentum and nesterov settings"""
     b1: float = 0.9
+    """Adam beta1"""
     b2: float = 0.999
+    """Adam beta2"""
     eps: float = 1e-8
-    # Per-setting values, "label=value" entries, e.g. --opt.setting_lr=sgd=0.05,adam=1e-3.
-    # Precedence: opt.lr / opt.weight_decay (all settings) > these entries > optim.SETTINGS defaults.
+    """Adam epsilon"""
     setting_lr: tuple[str, ...] = ()
+    """per-setting learning rates, label=value entries (e.g. sgd=0.05,adam=1e-3); opt.lr wins"""
     setting_weight_decay: tuple[str, ...] = ()
+    """per-setting L2 / weight decay, label=value entries; opt.weight_decay wins"""
+    muon_first_layer: str = "adam"
+    """muon: the first layer's kernel goes to the adam branch (Jordan's reference) or to muon"""
 
 
 @dataclass(frozen=True)
 class TrainConfig:
     batch_size: int = 128
+    """minibatch size b"""
     epochs: int = 10
-    strategy: str = "auto"          # auto | vmap | sequential | chunked
-    chunk: int = 4                  # members per vmap chunk when strategy == chunked
-    eval_every: int = 1             # epochs between evaluations
-    checkpoint_every: int = 1       # epochs between checkpoints (0 = never)
+    """passes over the training split"""
+    strategy: str = "auto"
+    """auto | vmap | sequential | chunked: how members run (auto = measured fastest per platform)"""
+    chunk: int = 4
+    """members per vmap chunk when strategy = chunked"""
+    eval_every: int = 1
+    """epochs between evaluations (the last epoch is always evaluated)"""
+    checkpoint_every: int = 1
+    """epochs between checkpoints (0 = never)"""
     eval_batch_size: int = 1000
+    """examples per evaluation batch"""
 
 
 @dataclass(frozen=True)
 class SweepConfig:
     sigma_w: tuple[float, ...] = (0.1, 0.5, 1.0, 1.5, 2.0, 2.5)
+    """init scales, comma-separated: sigma_w multiplies the base init of every kernel"""
     seeds: int = 1
+    """number of seeds (paired: one base draw and data order per seed)"""
     optimizers: tuple[str, ...] = ("sgd",)
+    """optimizer setting labels: sgd momentum nesterov adam adamw muon sgd_l2"""
 
 
-# --------------------------------------------------------------------------- parsing
+# --------------------------------------------------------------------------- parsing (tyro)
 _TRUE = {"1", "true", "yes", "on"}
 _FALSE = {"0", "false", "no", "off"}
 
 
-def _parse_scalar(text: str, typ: Any, key: str) -> Any:
+def _scalar(typ: Any, text: str) -> Any:
+    """One scalar from text by type; NaN is never a valid value."""
     text = text.strip()
+    if typ is bool:
+        low = text.lower()
+        if low not in _TRUE | _FALSE:
+            raise ValueError(f"expected true or false, got {text!r}")
+        return low in _TRUE
+    if typ is float:
+        value = float(text)
+        if math.isnan(value):
+            raise ValueError("NaN is not a valid value")
+        return value
+    return typ(text)
+
+
+def _registry():
+    """tyro constructor rules for the project's spellings of bools, optionals and tuples."""
+    import tyro
+    from tyro.constructors import PrimitiveConstructorSpec
+
+    registry = tyro.constructors.ConstructorRegistry()
+
+    def spec(metavar, parse, is_instance, show):
+        return PrimitiveConstructorSpec(nargs=1, metavar=metavar, instance_from_str=lambda parts: parse(parts[0]),
+                                        is_instance=is_instance, str_from_instance=lambda v: [show(v)])
+
+    @registry.primitive_rule
+    def rules(info):
+        t, origin, args = info.type, typing.get_origin(info.type), typing.get_args(info.type)
+        if t is bool:
+            return spec("true|false", lambda s: _scalar(bool, s), lambda v: isinstance(v, bool), lambda v: str(v).lower())
+        if origin in (typing.Union, types.UnionType) and len(args) == 2 and type(None) in args:
+            inner = next(a for a in args if a is not type(None))
+            parse = lambda s: None if s.strip().lower() in ("none", "null", "") else _scalar(inner, s)
+            return spec(f"{inner.__name__.upper()}|none", parse, lambda v: v is None or isinstance(v, inner),
+                        lambda v: "none" if v is None else str(v))
+        if origin is tuple and len(args) == 2 and args[1] is Ellipsis:
+            inner = args[0]
+
+            def parse(s):
+                items = [p for p in s.split(",") if p.strip()]
+                if not items:
+                    raise ValueError(f"expected a comma-separated list, got {s!r}")
+                return tuple(_scalar(inner, p) for p in items)
+            return spec(f"{inner.__name__.upper()},...", parse, lambda v: isinstance(v, tuple),
+                        lambda v: ",".join(str(x) for x in v))
+        return None
+    return registry
+
+
+def _condense(text: str) -> str:
+    """tyro's boxed error as one line: the box's first content lines, frame characters removed."""
+    lines = []
+    for raw in text.splitlines():
+        s = raw.strip().strip("│╭╮╰╯").strip()
+        if s.startswith("─"):
+            if lines:
+                break
+            continue
+        if s:
+            lines.append(s)
+    return " ".join(lines) or "could not parse the command line"
+
+
+def parse_overrides(cfg: Any, args: list[str], prog: str = "jaxinit", description: str | None = None) -> Any:
+    """``cfg`` with the dotted overrides in ``args`` applied (tyro, project spellings).
+
+    ``--help`` in ``args`` prints every field with its default (from ``cfg``) and raises SystemExit(0).
+    Any parse error raises `ConfigError` with one line.
+    """
+    import tyro
+    if "-h" in args or "--help" in args:
+        tyro.cli(type(cfg), default=cfg, args=["--help"], prog=prog, description=description,
+                 use_underscores=True, registry=_registry(), config=(tyro.conf.FlagConversionOff,))
+    err = io.StringIO()
+    old_columns = os.environ.get("COLUMNS")
+    os.environ["COLUMNS"] = "1000"   # one rendered line per message, so it condenses to one line
     try:
-        if typ is bool:
-            low = text.lower()
-            if low in _TRUE | _FALSE:
-                return low in _TRUE
-            raise ValueError
-        if typ is int:
-            return int(text)
-        if typ is float:
-            value = float(text)
-            if math.isnan(value):
-                raise ConfigError(f"--{key}: NaN is not a valid value")
-            return value
-        if typ is str:
-            return text
-    except ConfigError:
-        raise
-    except ValueError:
-        raise ConfigError(f"--{key}: cannot parse {text!r} as {typ.__name__}") from None
-    raise ConfigError(f"--{key}: unsupported field type {typ!r}")
-
-
-def parse_value(text: str, annotation: Any, key: str) -> Any:
-    """Parse `text` by a dataclass field annotation: scalars, `X | None`, `tuple[X, ...]`."""
-    origin = typing.get_origin(annotation)
-    args = typing.get_args(annotation)
-    if origin is tuple:
-        parts = [p for p in text.split(",") if p.strip()]
-        if not parts:
-            raise ConfigError(f"--{key}: expected a comma-separated list, got {text!r}")
-        return tuple(_parse_scalar(p, args[0], key) for p in parts)
-    if origin in (typing.Union, getattr(__import__("types"), "UnionType", None)):
-        inner = [a for a in args if a is not type(None)]
-        if text.strip().lower() in {"none", "null", ""}:
-            return None
-        return parse_value(text, inner[0], key)
-    return _parse_scalar(text, annotation, key)
-
-
-def _field_types(cls: type) -> dict[str, Any]:
-    return typing.get_type_hints(cls)
+        with contextlib.redirect_stderr(err):
+            return tyro.cli(type(cfg), default=cfg, args=list(args), prog=prog, use_underscores=True,
+                            registry=_registry(), config=(tyro.conf.FlagConversionOff,))
+    except SystemExit as exit_:
+        if exit_.code in (0, None):
+            raise
+        raise ConfigError(_condense(err.getvalue())) from None
+    finally:
+        if old_columns is None:
+            os.environ.pop("COLUMNS", None)
+        else:
+            os.environ["COLUMNS"] = old_columns
 
 
 def apply_overrides(cfg: Any, overrides: list[str]) -> Any:
-    """Return `cfg` with each `a.b=value` (leading `--` optional) applied. Unknown keys raise."""
-    for item in overrides:
-        item = item[2:] if item.startswith("--") else item
-        if "=" not in item:
-            raise ConfigError(f"--{item}: overrides take the form --section.key=value")
-        key, text = item.split("=", 1)
-        cfg = _set_path(cfg, key.split("."), text, key)
-    return cfg
-
-
-def _set_path(obj: Any, path: list[str], text: str, key: str) -> Any:
-    if not dataclasses.is_dataclass(obj):
-        raise ConfigError(f"--{key}: unknown config key")
-    types = _field_types(type(obj))
-    name = path[0]
-    if name not in types:
-        raise ConfigError(f"--{key}: unknown config key")
-    current = getattr(obj, name)
-    if len(path) == 1:
-        if dataclasses.is_dataclass(current):
-            raise ConfigError(f"--{key}: is a section, give one of its keys")
-        return dataclasses.replace(obj, **{name: parse_value(text, types[name], key)})
-    return dataclasses.replace(obj, **{name: _set_path(current, path[1:], text, key)})
+    """Return ``cfg`` with each ``--a.b=value`` (leading ``--`` optional) applied. Unknown keys raise."""
+    args = [f"--{o}" if not o.startswith("-") and "." in o.split("=", 1)[0] and "=" in o else o for o in overrides]
+    return parse_overrides(cfg, args) if args else cfg
 
 
 def to_dict(cfg: Any) -> dict:
@@ -167,13 +245,16 @@ def to_dict(cfg: Any) -> dict:
 
 
 def from_dict(cls: type, data: dict) -> Any:
-    """Inverse of `to_dict` for nested frozen dataclasses (used by --resume)."""
-    types = _field_types(cls)
+    """Inverse of `to_dict` for nested frozen dataclasses (used by --resume). Missing keys take the
+    class defaults (configs saved before a field existed); unknown keys raise `ConfigError`."""
+    if not isinstance(data, dict):
+        raise ConfigError(f"config.json: expected an object for {cls.__name__}, got {type(data).__name__}")
+    types_ = typing.get_type_hints(cls)
     kwargs = {}
     for name, value in data.items():
-        if name not in types:
+        if name not in types_:
             raise ConfigError(f"config.json: unknown key {name!r}")
-        typ = types[name]
+        typ = types_[name]
         if dataclasses.is_dataclass(typ):
             kwargs[name] = from_dict(typ, value)
         elif isinstance(value, list):
@@ -184,33 +265,45 @@ def from_dict(cls: type, data: dict) -> Any:
 
 
 # --------------------------------------------------------------------------- validation
+def check_float32(key: str, value: float | None) -> None:
+    """Values that reach float32 arrays must be finite there (1e39 passes a float64 check, not this)."""
+    if value is not None and not (math.isfinite(value) and abs(value) <= FLOAT32_MAX):
+        raise ConfigError(f"--{key}={value}: must be finite in float32 (|x| <= 3.4e38)")
+
+
 def validate_common(cfg: Any) -> None:
     """Checks shared by experiments that train (fields absent from a config are skipped)."""
     train = getattr(cfg, "train", None)
-    if train is not None:
+    if train is not None and hasattr(train, "strategy"):
         if train.batch_size <= 0:
             raise ConfigError(f"--train.batch_size must be positive, got {train.batch_size}")
         if train.epochs < 0:
             raise ConfigError(f"--train.epochs must be >= 0, got {train.epochs}")
         if train.strategy not in {"auto", "vmap", "sequential", "chunked"}:
             raise ConfigError(f"--train.strategy must be auto|vmap|sequential|chunked, got {train.strategy!r}")
-        if train.chunk <= 0 or train.eval_every <= 0 or train.checkpoint_every < 0:
-            raise ConfigError("--train.chunk and --train.eval_every must be positive, checkpoint_every >= 0")
+        if train.chunk <= 0 or train.eval_every <= 0 or train.checkpoint_every < 0 or train.eval_batch_size <= 0:
+            raise ConfigError("--train.chunk, eval_every and eval_batch_size must be positive, checkpoint_every >= 0")
     sweep = getattr(cfg, "sweep", None)
-    if sweep is not None:
-        if any(not (s > 0 and math.isfinite(s)) for s in sweep.sigma_w):
-            raise ConfigError(f"--sweep.sigma_w values must be finite and > 0, got {sweep.sigma_w}")
+    if sweep is not None and hasattr(sweep, "sigma_w"):
+        for s in sweep.sigma_w:
+            check_float32("sweep.sigma_w", s)
+        if any(not s > 0 for s in sweep.sigma_w):
+            raise ConfigError(f"--sweep.sigma_w values must be > 0, got {sweep.sigma_w}")
+        if len(set(sweep.sigma_w)) != len(sweep.sigma_w):
+            raise ConfigError(f"--sweep.sigma_w has repeated values {sweep.sigma_w}: a spread needs distinct scales")
         if sweep.seeds <= 0:
             raise ConfigError(f"--sweep.seeds must be a positive number of seeds, got {sweep.seeds}")
     opt = getattr(cfg, "opt", None)
-    if opt is not None:
-        if opt.lr is not None and not (math.isfinite(opt.lr) and opt.lr > 0):
-            raise ConfigError(f"--opt.lr must be finite and > 0, got {opt.lr}")
-        if opt.weight_decay is not None and not (math.isfinite(opt.weight_decay) and opt.weight_decay >= 0):
+    if opt is not None and hasattr(opt, "weight_decay"):
+        for key in ("lr", "weight_decay", "warmup_epochs", "eps"):
+            check_float32(f"opt.{key}", getattr(opt, key))
+        if opt.lr is not None and not opt.lr > 0:
+            raise ConfigError(f"--opt.lr must be > 0, got {opt.lr}")
+        if opt.weight_decay is not None and not opt.weight_decay >= 0:
             raise ConfigError(f"--opt.weight_decay must be >= 0, got {opt.weight_decay}")
 
 
 __all__ = [
     "ConfigError", "DataConfig", "ModelConfig", "OptConfig", "TrainConfig", "SweepConfig",
-    "apply_overrides", "parse_value", "to_dict", "from_dict", "validate_common", "field",
+    "parse_overrides", "apply_overrides", "to_dict", "from_dict", "validate_common", "check_float32", "field",
 ]

@@ -38,7 +38,7 @@ def describe_os_error(err: OSError, path: Path | str) -> str:
 
 def safe_path(path: Path | str) -> str:
     """A path as printable text (undecodable bytes escaped), shortened if very long."""
-    text = os.fsdecode(path).encode("utf-8", "backslashreplace").decode("utf-8")
+    text = os.fsencode(path).decode("utf-8", "backslashreplace")
     return text if len(text) <= 200 else text[:90] + " ... " + text[-90:]
 
 

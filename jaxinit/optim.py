@@ -17,15 +17,23 @@ preconditioner) and finishes with ``- eta_t wd w`` (decoupled: bypasses the prec
                 M <- beta M + (1-beta) G~;  U = beta M + (1-beta) G~  (Nesterov; U = M without);
                 O = NS5(U) ~ U_svd V_svd^T  (quintic Newton-Schulz, coefficients of Jordan et al.);
                 w <- w - eta_t (sqrt(max(1, fan_out/fan_in)) O + wd w)
-              everything else (biases, BatchNorm gains/biases, the head) runs adamw with learning
-              rate ``MUON_ADAM_LR_RATIO * eta_t`` and the same wd.
+              everything else (biases, BatchNorm gains/biases, the head and, by default, the first
+              layer: the kernels that read the input, as in Jordan's reference) runs Adam (b2 0.999,
+              eps 1e-8 from opt) with learning rate ``MUON_ADAM_LR_RATIO * eta_t`` and decoupled decay
+              ``- MUON_ADAM_LR_RATIO * eta_t wd w``, while T_L2 counts the Muon lr (the kernels' decay).
+              No bias correction in the Nesterov mix (as the reference; optax.contrib.muon corrects it,
+              which differs by up to ~12 % of an update in the first steps).
               (K. Jordan et al. 2024, "Muon: An optimizer for hidden layers in neural networks";
               optax.contrib.muon.) The routing is by leaf name and the reshape by the leaf's own
               shape, so a muon transform must be built and applied per member (inside vmap), never on
               a member-stacked tree, where NS5 would orthogonalise all members as one matrix.
 
-L2 and weight decay act on every parameter (PyTorch's ``weight_decay`` convention), BatchNorm
-gains included. The clocks of THEORY.md §6 are computed from the returned schedule:
+L2 and weight decay act on every parameter (PyTorch's ``weight_decay`` convention): kernels, biases,
+BatchNorm gains and shifts, and the classifier ("head").
+Effective step: the heavy-ball kinds (momentum, nesterov) move by ``eta m`` with ``m`` summing past
+gradients geometrically, so a steady gradient ``g`` moves ``w`` by ``eta g / (1 - mu)`` per step; their
+clocks use ``eta / (1 - mu)`` (`HEAVY_BALL_KINDS`). Adam's and Muon's momenta are EMAs (the ``1 - beta``
+is inside), their step is ``eta`` times a unit-scale direction. The clocks of THEORY.md §6 are computed from the returned schedule:
 ``T_SGD = sum_t eta_t^2 / b``, ``T_L2 = lambda sum_t eta_t``, ``T_adapt = sum_t eta_t``.
 
 Schedules (k = step, T = steps_per_epoch * epochs, W = warmup_epochs * steps_per_epoch, rounded):
@@ -36,6 +44,7 @@ to 0 over the remaining T - W steps.
 from __future__ import annotations
 
 import dataclasses
+import functools
 import math
 from dataclasses import dataclass
 from typing import Any, Callable, NamedTuple
@@ -48,6 +57,9 @@ from jaxinit.config import ConfigError, OptConfig
 from jaxinit.init import is_kernel
 
 KINDS = ("sgd", "momentum", "nesterov", "adam", "adamw", "muon")
+REGULARISED = ("sgd_l2", "adamw", "muon")      # the settings whose L2 / weight decay opt.weight_decay sets
+HEAVY_BALL_KINDS = ("momentum", "nesterov")  # effective step eta / (1 - mu): the clocks use it
+MUON_FIRST_LAYER = ("adam", "muon")          # where Muon sends the kernels that read the input
 SCHEDULES = ("constant", "step", "cosine", "warmup_cosine")
 DECOUPLED_KINDS = ("adamw", "muon")     # where opt.weight_decay means decoupled wd, not coupled L2
 MUON_ADAM_LR_RATIO = 0.05               # muon's Adam branch lr / muon lr: 1e-3 at the default 0.02
@@ -71,6 +83,7 @@ class OptSetting:
     eps: float = 1e-8
     schedule: str = "constant"
     warmup_epochs: float = 0.0
+    muon_first_layer: str = "adam"  # muon: the input layer's kernels go to the adam branch (or "muon")
 
 
 # CPU-scale starting points (MEASURED.md); muon momentum 0.95 is Jordan et al.'s and is not taken
@@ -90,10 +103,11 @@ SETTINGS: dict[str, OptSetting] = {s.label: s for s in (
 def resolve_setting(label: str, opt: OptConfig) -> OptSetting:
     """The registry setting ``label`` with `OptConfig` applied.
 
-    lr and the decay come from (first match wins) ``opt.lr`` / ``opt.weight_decay`` (all settings),
-    then ``opt.setting_lr`` / ``opt.setting_weight_decay`` entries ``"label=value"``, then `SETTINGS`.
-    The decay is the coupled ``l2`` for sgd, momentum, nesterov, adam (and sgd_l2), the decoupled
-    ``weight_decay`` for adamw and muon. schedule, warmup_epochs, b1, b2, eps always come from ``opt``,
+    lr comes from (first match wins) ``opt.lr`` (all settings), ``opt.setting_lr`` entries
+    ``"label=value"``, then `SETTINGS`. The decay exists only for the regularised settings
+    (`REGULARISED`: the coupled ``l2`` of sgd_l2, the decoupled ``weight_decay`` of adamw and muon) and
+    comes from ``opt.weight_decay``, ``opt.setting_weight_decay``, then `SETTINGS`; sgd, momentum,
+    nesterov and adam are unregularised by definition (a decay entry for them is an error). schedule, warmup_epochs, b1, b2, eps always come from ``opt``,
     and momentum too for the heavy-ball kinds (muon keeps its own beta).
     """
     if label not in SETTINGS:
@@ -101,9 +115,17 @@ def resolve_setting(label: str, opt: OptConfig) -> OptSetting:
     base = SETTINGS[label]
     decay_field = "weight_decay" if base.kind in DECOUPLED_KINDS else "l2"
     lr = _first(opt.lr, _entries(opt.setting_lr, "--opt.setting_lr").get(label), base.lr)
-    decay = _first(opt.weight_decay, _entries(opt.setting_weight_decay, "--opt.setting_weight_decay").get(label),
-                   getattr(base, decay_field))
-    fields = dict(lr=lr, schedule=opt.schedule, warmup_epochs=opt.warmup_epochs, b1=opt.b1, b2=opt.b2, eps=opt.eps)
+    if opt.weight_decay is not None and not _finite_nonneg(opt.weight_decay):
+        raise ConfigError(f"--opt.weight_decay: L2 / weight decay must be finite and >= 0, got {opt.weight_decay}")
+    decays = _entries(opt.setting_weight_decay, "--opt.setting_weight_decay")
+    unregularised = [k for k in decays if k not in REGULARISED]
+    if unregularised:
+        raise ConfigError(f"--opt.setting_weight_decay: {unregularised[0]} has no L2 / weight decay by definition; "
+                          f"use one of {', '.join(REGULARISED)}")
+    own = getattr(base, decay_field)
+    decay = _first(opt.weight_decay, decays.get(label), own) if label in REGULARISED else own
+    fields = dict(lr=lr, schedule=opt.schedule, warmup_epochs=opt.warmup_epochs, b1=opt.b1, b2=opt.b2, eps=opt.eps,
+                  muon_first_layer=opt.muon_first_layer)
     fields[decay_field] = decay
     if base.kind in ("momentum", "nesterov"):
         fields["momentum"] = opt.momentum
@@ -133,6 +155,10 @@ def check_setting(s: OptSetting) -> None:
         bad = f"warmup_epochs={s.warmup_epochs} needs schedule=warmup_cosine, got {s.schedule!r}"
     elif s.kind in ("momentum", "nesterov") and s.nesterov != (s.kind == "nesterov"):
         bad = f"kind {s.kind!r} contradicts nesterov={s.nesterov}"
+    elif s.muon_first_layer not in MUON_FIRST_LAYER:
+        bad = f"muon_first_layer must be one of {'|'.join(MUON_FIRST_LAYER)}, got {s.muon_first_layer!r}"
+    elif not all(math.isfinite(v) and abs(v) <= 3.4e38 for v in (s.lr, s.l2, s.weight_decay)):
+        bad = f"lr, L2 and weight decay must be finite in float32, got {s.lr}, {s.l2}, {s.weight_decay}"
     if bad:
         raise ConfigError(f"optimizer setting {s.label!r}: {bad}")
 
@@ -240,17 +266,29 @@ def scale_by_muon(beta: float = 0.95, nesterov: bool = True) -> optax.GradientTr
     return optax.GradientTransformation(init_fn, update_fn)
 
 
-def muon_labels(params: Any) -> Any:
-    """'muon' for kernels with ndim >= 2 outside the classifier sub-tree ``head``; 'adam' otherwise."""
+def reads_input(leaf: Any, input_shape: tuple | None) -> bool:
+    """A kernel that reads the network's input directly: its in-dimension is the input's channels
+    (a conv kernel, window > 1 axes) or the flattened input size (a dense kernel)."""
+    if input_shape is None:
+        return False
+    shape = jnp.shape(leaf)
+    n_in = input_shape[-1] if len(shape) > 2 else math.prod(input_shape)
+    return len(shape) >= 2 and shape[-2] == n_in
+
+
+def muon_labels(params: Any, input_shape: tuple | None = None, first_layer: str = "muon") -> Any:
+    """'muon' for kernels with ndim >= 2 outside the classifier sub-tree ``head`` (and, with
+    ``first_layer="adam"``, outside the input layer, see `reads_input`); 'adam' otherwise."""
     def label(path, leaf):
         in_head = any(getattr(k, "key", None) == HEAD for k in path)
-        return "muon" if is_kernel(path) and not in_head and jnp.ndim(leaf) >= 2 else "adam"
+        first = first_layer == "adam" and reads_input(leaf, input_shape)
+        return "muon" if is_kernel(path) and not in_head and not first and jnp.ndim(leaf) >= 2 else "adam"
     return jax.tree_util.tree_map_with_path(label, params)
 
 
 # --------------------------------------------------------------------------- builder
-def make_optimizer(setting: OptSetting, steps_per_epoch: int,
-                   epochs: int) -> tuple[optax.GradientTransformation, optax.Schedule]:
+def make_optimizer(setting: OptSetting, steps_per_epoch: int, epochs: int,
+                   input_shape: tuple | None = None) -> tuple[optax.GradientTransformation, optax.Schedule]:
     """``(transform, schedule)``; call ``transform.update(grads, state, params)`` (params are needed for
     L2 and weight decay), one member at a time (vmap it)."""
     check_setting(setting)
@@ -262,7 +300,8 @@ def make_optimizer(setting: OptSetting, steps_per_epoch: int,
         adam_schedule = lambda count: MUON_ADAM_LR_RATIO * schedule(count)
         core = [optax.partition({"muon": _finish(scale_by_muon(setting.momentum, setting.nesterov), setting, schedule),
                                  "adam": _finish(_direction("adam", setting), setting, adam_schedule)},
-                                muon_labels)]
+                                functools.partial(muon_labels, input_shape=input_shape,
+                                                  first_layer=setting.muon_first_layer))]
     else:
         core = [_finish(_direction(setting.kind, setting), setting, schedule)]
     return optax.chain(*coupled, *core), schedule
@@ -284,4 +323,4 @@ def _finish(direction, s: OptSetting, schedule: Callable) -> optax.GradientTrans
 
 __all__ = ["OptSetting", "SETTINGS", "KINDS", "SCHEDULES", "resolve_setting", "check_setting",
            "make_schedule", "make_optimizer", "scale_by_muon", "newton_schulz", "orthogonalize_kernel",
-           "muon_labels", "MUON_ADAM_LR_RATIO"]
+           "muon_labels", "reads_input", "MUON_ADAM_LR_RATIO", "HEAVY_BALL_KINDS"]

@@ -60,7 +60,7 @@ def _one_error_line(capsys):
     (["--data.name=imagenet"], "imagenet"),
     (["--model.name=transformer9000"], "transformer9000"),
     (["--sweep.optimizers=sgd,lion"], "lion"),
-    (["--train.colour=red"], "unknown config key"),
+    (["--train.colour=red"], "Unrecognized options"),
     (["--sweep.sigma_w=0,1"], "sigma_w"),
     (["--sweep.sigma_w=abc"], "sigma_w"),
     (["--train.batch_size=0"], "batch_size"),

@@ -86,8 +86,7 @@ def test_sgd_l2_zero_grad_moves_w_by_minus_lr_l2_w():
 
 
 def test_adam_coupled_l2_goes_through_the_preconditioner():
-    s = _setting("adam", weight_decay=1e-2)
-    assert s.l2 == 1e-2 and s.weight_decay == 0
+    s = dataclasses.replace(_setting("adam"), l2=1e-2)    # adam has no L2 as a setting; the transform does
     params, updates = _zero_grad_update(s)
     # first Adam step on g = l2 w: m_hat / sqrt(v_hat) = sign(w), whatever the size of w
     # (eps = 1e-8 shows at ~1e-3 relative only for the smallest |w|)
@@ -226,13 +225,29 @@ def test_resolve_precedence_global_over_entries_over_registry():
     assert resolve_setting("sgd_l2", both).l2 == 1e-3 and resolve_setting("adamw", both).weight_decay == 1e-3
 
 
-def test_weight_decay_meaning_depends_on_kind():
-    for label in ("sgd", "momentum", "nesterov", "adam", "sgd_l2"):
+def test_weight_decay_reaches_only_the_regularised_settings():
+    for label in ("sgd", "momentum", "nesterov", "adam"):     # unregularised by definition (DESIGN.md)
         s = _setting(label, weight_decay=1e-3)
-        assert (s.l2, s.weight_decay) == (1e-3, 0.0), label
+        assert (s.l2, s.weight_decay) == (0.0, 0.0), label
+    assert (_setting("sgd_l2", weight_decay=1e-3).l2, _setting("sgd_l2", weight_decay=1e-3).weight_decay) == (1e-3, 0.0)
     for label in ("adamw", "muon"):
         s = _setting(label, weight_decay=1e-3)
         assert (s.l2, s.weight_decay) == (0.0, 1e-3), label
+    with pytest.raises(ConfigError, match="sgd has no L2"):
+        _setting("sgd", setting_weight_decay=("sgd=1e-3",))
+
+
+def test_muon_sends_the_input_layer_to_adam_unless_asked():
+    params = {"dense_0": {"kernel": jnp.zeros((40, 16))}, "dense_1": {"kernel": jnp.zeros((16, 16))},
+              "conv": {"kernel": jnp.zeros((3, 3, 1, 8))}, "head": {"kernel": jnp.zeros((16, 10))}}
+    ref = muon_labels(params, input_shape=(40,), first_layer="adam")
+    assert ref["dense_0"]["kernel"] == "adam" and ref["dense_1"]["kernel"] == "muon"
+    assert muon_labels(params, input_shape=(40,), first_layer="muon")["dense_0"]["kernel"] == "muon"
+    img = muon_labels(params, input_shape=(8, 8, 1), first_layer="adam")
+    assert img["conv"]["kernel"] == "adam" and img["dense_0"]["kernel"] == "muon"
+    assert _setting("muon").muon_first_layer == "adam"
+    with pytest.raises(ConfigError, match="muon_first_layer"):
+        _setting("muon", muon_first_layer="nowhere")
 
 
 def test_optconfig_fields_flow_into_settings():
@@ -253,6 +268,7 @@ def test_optconfig_fields_flow_into_settings():
     ({"lr": float("nan")}, "lr must be"),
     ({"lr": -1.0}, "lr must be"),
     ({"weight_decay": -1e-3}, "weight decay"),
+    ({"lr": 1e39}, "float32"),
     ({"momentum": 1.0}, "momentum"),
     ({"schedule": "linear"}, "schedule"),
     ({"warmup_epochs": 1.0}, "warmup_cosine"),

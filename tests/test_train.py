@@ -6,9 +6,11 @@ import jax.numpy as jnp
 import numpy as np
 import pytest
 
-from experiments.forgetting import ForgettingConfig
-from jaxinit.forgetting import train
 from jaxinit.config import DataConfig, ModelConfig, OptConfig, SweepConfig, TrainConfig
+from jaxinit.forgetting import ForgettingConfig
+from jaxinit.forgetting import evaluate as E
+from jaxinit.forgetting import loop
+from jaxinit.forgetting import members as M
 
 TINY = ForgettingConfig(
     data=DataConfig(name="gaussian", n_samples=600, dim=32, n_train=256, n_val=128),
@@ -20,15 +22,20 @@ TINY = ForgettingConfig(
 
 
 def _train(cfg, epochs=1):
-    sweep = train.build_sweep(cfg)
-    states = train.init_states(sweep)
+    sweep = loop.build_sweep(cfg)
+    states = loop.init_states(sweep)
     for epoch in range(1, epochs + 1):
-        states = train.train_epoch(sweep, states, epoch)
-    return sweep, jax.device_get(train.stacked_states(sweep, states))
+        states, done = loop.train_epoch(sweep, states, epoch)
+        assert done == sweep.steps_per_epoch
+    return sweep, jax.device_get(M.stack(sweep.groups, states))
+
+
+def _rows(sweep, stacked, batch, epoch):
+    return E.evaluate_all(sweep.groups, M.unstack(sweep.groups, stacked), E.eval_splits(sweep.ds, batch), epoch)
 
 
 def test_member_order_is_setting_seed_sigma():
-    ms = train.make_members(("sgd", "adam"), (0.5, 2.0), 2)
+    ms = M.make_members(("sgd", "adam"), (0.5, 2.0), 2)
     assert [(m.optimizer, m.seed, m.sigma_w) for m in ms[:4]] == [
         ("sgd", 0, 0.5), ("sgd", 0, 2.0), ("sgd", 1, 0.5), ("sgd", 1, 2.0)]
     assert [m.index for m in ms] == list(range(8))
@@ -52,9 +59,8 @@ def test_every_strategy_gives_the_same_numbers(strategy, chunk, vmap_reference):
         for x, y in zip(jax.tree.leaves(ref[label].params), jax.tree.leaves(other[label].params)):
             np.testing.assert_allclose(x, y, rtol=1e-3, atol=5e-5)   # float32 reduction order only
         assert (ref[label].step == other[label].step).all() and (ref[label].step == 4).all()
-    splits = train.eval_splits(sweep.ds, 500)
-    rows_ref = train.evaluate_all(ref_sweep, train.chunked_states(ref_sweep, ref), splits, 1)
-    rows = train.evaluate_all(sweep, train.chunked_states(sweep, other), splits, 1)
+    rows_ref = _rows(ref_sweep, ref, 500, 1)
+    rows = _rows(sweep, other, 500, 1)
     for a, b in zip(rows_ref, rows):
         for key in ("train", "val", "test"):
             assert a[f"{key}_acc"] == b[f"{key}_acc"]
@@ -69,9 +75,9 @@ def test_no_recompilation_when_sigma_w_or_seed_change():
     assert sizes[0] >= 1 and sizes[1] >= 1
     sweep2, _ = _train(replace(cfg, sweep=replace(cfg.sweep, sigma_w=(0.3, 0.9, 4.0))))
     assert sweep2.groups["sgd"][0].fns is fns          # same compiled functions, reused
-    fns.init(jnp.asarray([0.2] * 6, jnp.float32), jnp.asarray([7, 8, 9, 10, 11, 12], jnp.uint32))
+    fns.init(sweep.x_calib, jnp.asarray([0.2] * 6, jnp.float32), jnp.asarray([7, 8, 9, 10, 11, 12], jnp.uint32))
     assert (fns.init._cache_size(), fns.step._cache_size()) == sizes
-    fns.init(jnp.asarray([0.2] * 5, jnp.float32), jnp.asarray([7, 8, 9, 10, 11], jnp.uint32))
+    fns.init(sweep.x_calib, jnp.asarray([0.2] * 5, jnp.float32), jnp.asarray([7, 8, 9, 10, 11], jnp.uint32))
     assert fns.init._cache_size() == sizes[0] + 1      # the counter does see a new shape
 
 
@@ -81,20 +87,20 @@ def test_diverging_member_is_flagged_frozen_and_others_identical():
     sweep, st = _train(base, epochs=2)
     assert bool(st["sgd"].diverged[1]) and int(st["sgd"].diverged_step[1]) == 0 and int(st["sgd"].step[1]) == 0
     assert not bool(st["sgd"].diverged[0]) and int(st["sgd"].step[0]) == 8
-    init = jax.device_get(train.stacked_states(sweep, train.init_states(sweep)))
+    init = jax.device_get(M.stack(sweep.groups, loop.init_states(sweep)))
     for a, b in zip(jax.tree.leaves(st["sgd"].params), jax.tree.leaves(init["sgd"].params)):
         np.testing.assert_array_equal(a[1], b[1])             # frozen at its last finite state
     _, alone = _train(replace(base, sweep=replace(base.sweep, sigma_w=(1.0,))), epochs=2)
     for a, b in zip(jax.tree.leaves(st["sgd"].params), jax.tree.leaves(alone["sgd"].params)):
         np.testing.assert_array_equal(a[0], b[0])             # the healthy member did not notice
-    rows = train.evaluate_all(sweep, train.chunked_states(sweep, st), train.eval_splits(sweep.ds, 500), 2)
+    rows = _rows(sweep, st, 500, 2)
     assert rows[1]["diverged"] is True and rows[1]["diverged_step"] == 0 and rows[0]["diverged"] is False
 
 
 def test_members_are_paired_across_scales():
     cfg = replace(TINY, model=replace(TINY.model, batchnorm=False), sweep=replace(TINY.sweep, optimizers=("sgd",)))
-    sweep = train.build_sweep(cfg)
-    st = jax.device_get(train.stacked_states(sweep, train.init_states(sweep)))
+    sweep = loop.build_sweep(cfg)
+    st = jax.device_get(M.stack(sweep.groups, loop.init_states(sweep)))
     k = st["sgd"].params
     kernels = [x for path, x in jax.tree_util.tree_flatten_with_path(k)[0] if "kernel" in jax.tree_util.keystr(path)]
     assert kernels
@@ -110,7 +116,7 @@ def test_members_are_paired_across_scales():
 
 def test_eval_rows_follow_the_schema(vmap_reference):
     sweep, st = vmap_reference
-    rows = train.evaluate_all(sweep, train.chunked_states(sweep, st), train.eval_splits(sweep.ds, 100), 1)
+    rows = _rows(sweep, st, 100, 1)
     need = {"member", "optimizer", "sigma_w", "seed", "epoch", "step", "lr", "train_loss", "train_acc", "val_loss",
             "val_acc", "test_loss", "test_acc", "param_norm", "param_norm_layers", "diverged"}
     assert len(rows) == 12 and [r["member"] for r in rows] == list(range(12))
@@ -123,29 +129,16 @@ def test_eval_rows_follow_the_schema(vmap_reference):
 
 def test_eval_padding_counts_each_example_once(vmap_reference):
     sweep, st = vmap_reference
-    states = train.chunked_states(sweep, st)
-    a = train.evaluate_all(sweep, states, train.eval_splits(sweep.ds, 1000), 1)   # one batch
-    b = train.evaluate_all(sweep, states, train.eval_splits(sweep.ds, 37), 1)     # ragged, padded
+    a = _rows(sweep, st, 1000, 1)   # one batch
+    b = _rows(sweep, st, 37, 1)     # ragged, padded
     for ra, rb in zip(a, b):
         assert ra["val_acc"] == rb["val_acc"] and ra["val_loss"] == pytest.approx(rb["val_loss"], rel=1e-5)
-
-
-def test_progress_bar_only_on_a_terminal():
-    import io
-
-    class Tty(io.StringIO):
-        def isatty(self):
-            return True
-
-    assert train.show_progress(True, Tty()) is True
-    assert train.show_progress(True, io.StringIO()) is False      # a log file or a CI pipe
-    assert train.show_progress(False, Tty()) is False
 
 
 def test_pad_split_covers_every_example_once_in_one_batch_shape():
     x = jnp.arange(14.0).reshape(7, 2)
     y = jnp.arange(7, dtype=jnp.int32)
-    split = train.pad_split(x, y, 3)
+    split = E.pad_split(x, y, 3)
     assert split.x.shape == (9, 2) and split.n == 7 and split.batch == 3
     np.testing.assert_array_equal(np.asarray(split.y)[np.asarray(split.mask)], np.arange(7))
-    assert train.pad_split(x, y, 50).batch == 7          # a batch never exceeds the split
+    assert E.pad_split(x, y, 50).batch == 7          # a batch never exceeds the split

@@ -1,1 +1,28 @@
-"""The initialization-memory study (Das et al. 2026, THEORY.md section 6): members, run loop, analysis, figures."""
+"""The initialization-memory study (Das et al. 2026, arXiv 2605.29152; THEORY.md section 6).
+
+Notebook use (every name here is also what `python -m experiments.forgetting` runs):
+
+    from jaxinit import forgetting
+    cfg = forgetting.preset("smoke")                # frozen dataclasses: change with dataclasses.replace
+    res = forgetting.fit(cfg)                       # in memory: no file is written
+    res.summary["spread"]["sgd"]["spread_pp"]       # the summary.json dict; res.rows, res.states too
+    res = forgetting.fit(cfg, model=MyFlaxModule()) # a user's flax module, swept over sigma_w
+
+Modules: `config` (presets), `members` (strategies, chunks), `step` (one member's init / step / eval),
+`evaluate` (metrics rows), `loop` (`fit`), `sink` and `records` (run-directory files), `memory`,
+`history` and `stats` (selection, spread, clocks; pure numpy), `plotting` (figures from saved results).
+The training names are imported on first use, so the analysis and the figures load without jax.
+"""
+from jaxinit.forgetting.config import PRESETS, AnalysisConfig, ForgettingConfig, preset, validate
+
+_LAZY = {"fit", "Result", "build_sweep"}
+
+
+def __getattr__(name: str):
+    if name in _LAZY:
+        from jaxinit.forgetting import loop
+        return getattr(loop, name)
+    raise AttributeError(f"module 'jaxinit.forgetting' has no attribute {name!r}")
+
+
+__all__ = ["PRESETS", "AnalysisConfig", "ForgettingConfig", "Result", "build_sweep", "fit", "preset", "validate"]

@@ -1,84 +1,87 @@
-"""Initialization-memory analysis: best-validation selection, spread over sigma_w, tau_interp,
-repair gap and forgetting clocks.
+"""Initialization-memory analysis: predictor selection, spread over sigma_w with seed intervals,
+tau_interp, repair gap, kernel norms and forgetting clocks.
 
 Definitions follow THEORY.md §6 (after Das et al. 2026, arXiv 2605.29152, "forgetting-time"):
 
-- *Initialization memory* is the dependence of the validation-selected predictor on the init
-  scale `sigma_w`. Its headline number is the **spread**: max - min over `sigma_w` of the test
-  accuracy at the best-validation checkpoint, in percentage points.
-- The **best epoch** is the first epoch with the lowest validation loss (DESIGN.md).
+- *Initialization memory* is the dependence of the selected predictor on the init scale `sigma_w`.
+  Its headline number is the **spread**: max - min over `sigma_w` of the test accuracy of the
+  selected predictor, in percentage points, taken within a seed and averaged over seeds.
+- Three **selection rules** (`SELECTION_RULES`), reported side by side: `best_val`, the paper's
+  rule, the first epoch with the lowest validation loss (DESIGN.md); `best_val_interpolated`, the
+  lowest-validation-loss epoch among those with train accuracy >= 99.5 % (so the selected
+  predictor interpolates, as the paper's claim presumes); `final`, the last epoch.
 - `tau_interp` is the first epoch at which the training accuracy reaches 99.5 % (interpolation);
   the **repair gap** is what validation accuracy gains (or loses) after that point.
-- **Forgetting clocks** for a step-size sequence `eta_k`, batch size `b` and L2 / weight-decay
-  coefficient `lambda`: `T_SGD = (1/b) sum_k eta_k^2`, `T_L2 = lambda sum_k eta_k`,
-  `T_adapt = sum_k eta_k`.
+- **Kernel norm**: the Frobenius norm over conv and dense kernels (the head included; BatchNorm
+  gains and biases and all biases excluded). With BatchNorm the gains dominate the total
+  `param_norm` at small `sigma_w` and do not scale with it, so radial memory uses kernel norms.
+- **Forgetting clocks** for step sizes `eta_k`, batch size `b`, L2 coefficient `lambda` and
+  heavy-ball momentum `mu`: `T_SGD = (1/b) sum_k eta_eff_k^2`, `T_L2 = lambda sum_k eta_eff_k`,
+  `T_adapt = sum_k eta_eff_k` with `eta_eff = eta / (1 - mu)` (see `clocks`).
+
+Layout: per-member metrics from a member's rows in `history` (re-exported here), seed statistics
+in `stats`, per-setting spreads, `summarize` and the README table here.
 
 Pure python / numpy on the rows of `metrics.jsonl` (no jax), so that figures and summaries can be
 recomputed from saved results. Everything returned by `summarize` is plain JSON: python floats,
 ints, bools, None (NaN and infinities become None), with no timings, so equal runs give equal files.
 
 Row fields used (one row per evaluation per member): `member`, `optimizer`, `sigma_w`, `seed`,
-`epoch` (0 = evaluation at initialization), `train_acc`, `val_loss`, `val_acc`, `test_acc`,
-`param_norm`, `diverged`. Losses of a diverged member may be NaN / None; they are ignored.
+`epoch` (0 = evaluation at initialization), `step` (optimizer steps taken so far), `train_acc`,
+`val_loss`, `val_acc`, `test_acc`, `param_norm`, `param_norm_layers`, `diverged`,
+`diverged_step`. Losses of a diverged member may be NaN / None; they are ignored.
 """
 from __future__ import annotations
 
-import json
 import math
-from pathlib import Path
-from typing import Any, Iterable, Mapping, Sequence
+from typing import Any, Mapping, Sequence
 
 import numpy as np
 
-INTERP_THRESHOLD = 0.995
-# Accuracies are float32 on the device; averaged over batches, an exact 99.5 % can arrive as
-# 0.99499999. Without this slack such a member would be reported as never interpolating.
-_ACC_SLACK = 1e-6
+from jaxinit.config import ConfigError
+from jaxinit.forgetting import stats
+from jaxinit.forgetting.history import (CLOCKS, INTERP_THRESHOLD, after_divergence, as_float, best_epoch,
+                                        best_epoch_interpolated, by_epoch, clocks, clocks_at_step,
+                                        diverged_step, kernel_norm, member_summary,
+                                        read_metrics, repair_gap, row_at, rows_by_member, tau_interp,
+                                        to_jsonable)
 
-CLOCKS = ("T_SGD", "T_L2", "T_adapt")
+__all__ = ["CLOCKS", "INTERP_THRESHOLD", "SELECTION_RULES", "acc_curve", "after_divergence", "best_epoch",
+           "best_epoch_interpolated", "by_epoch", "check_selection", "clocks", "clocks_at_step",
+           "diverged_step", "drop_reason", "kernel_norm", "markdown_table", "member_summary",
+           "read_metrics", "repair_gap", "row_at", "rows_by_member", "selection_keys", "setting_labels",
+           "spread", "summarize", "tau_interp", "to_jsonable"]
 
-
-# --------------------------------------------------------------------------- small helpers
-def _num(x: Any) -> float:
-    """A row value as float; None, non-numbers and non-finite values become NaN."""
-    if x is None or isinstance(x, bool):
-        return math.nan
-    try:
-        v = float(x)
-    except (TypeError, ValueError):
-        return math.nan
-    return v if math.isfinite(v) else math.nan
-
-
-def _opt(x: Any) -> float | None:
-    """A value for JSON: finite float or None."""
-    v = _num(x)
-    return None if math.isnan(v) else v
-
-
-def _by_epoch(rows: Iterable[Mapping[str, Any]]) -> list[Mapping[str, Any]]:
-    """Rows of one member sorted by epoch, one per epoch.
-
-    A resumed run may append an epoch twice (the checkpoint lags the metrics file); the later row
-    wins because it is the one the finished run continued from.
-    """
-    last: dict[int, Mapping[str, Any]] = {}
-    for r in rows:
-        last[int(r["epoch"])] = r
-    return [last[e] for e in sorted(last)]
+# Selection rule -> the key of `summary["spread"][label]` that holds its spread.
+SELECTION_RULES = {"best_val": "spread_pp", "best_val_interpolated": "spread_pp_interpolated",
+                   "final": "spread_pp_final"}
+# Per rule: the member's accuracy, selected epoch and clocks there; the setting's std, interval, seeds.
+_RULE_KEYS = {
+    "best_val": {"acc": "test_acc_at_best", "epoch": "best_epoch", "clocks": "clocks_at_best",
+                 "std": "spread_pp_std", "ci": "spread_ci95", "per_seed": "spread_pp_per_seed"},
+    "best_val_interpolated": {"acc": "test_acc_at_best_interpolated", "epoch": "best_epoch_interpolated",
+                              "clocks": "clocks_at_best_interpolated", "std": "spread_pp_interpolated_std",
+                              "ci": "spread_interpolated_ci95", "per_seed": "spread_pp_interpolated_per_seed"},
+    "final": {"acc": "test_acc_final", "epoch": "final_epoch", "clocks": "clocks",
+              "std": "spread_pp_final_std", "ci": "spread_final_ci95", "per_seed": "spread_pp_final_per_seed"},
+}
 
 
-def _row_at(rows: Sequence[Mapping[str, Any]], epoch: int | None) -> Mapping[str, Any] | None:
-    if epoch is None:
-        return None
-    for r in _by_epoch(rows):
-        if int(r["epoch"]) == epoch:
-            return r
-    return None
+def check_selection(name: str) -> str:
+    """The summary key of selection rule `name`; ConfigError (one line) for an unknown rule."""
+    if name not in SELECTION_RULES:
+        raise ConfigError(f"unknown selection rule {name!r}; known: {', '.join(SELECTION_RULES)}")
+    return SELECTION_RULES[name]
 
 
+def selection_keys(name: str) -> dict[str, str]:
+    """Every key a rule reads: `spread`, `std`, `ci`, `per_seed` (setting level), `acc`, `epoch`, `clocks` (member)."""
+    return {"spread": check_selection(name), **_RULE_KEYS[name]}
+
+
+# --------------------------------------------------------------------------- per-member inputs
 def _per_member(values: Any, i: int, default: Any = None) -> Any:
-    """Member i's scalar (batch size, lambda): from a mapping, a sequence / 1-D array, or one value for all."""
+    """Member i's scalar (batch size, lambda, mu): from a mapping, a sequence / 1-D array, or one value for all."""
     if values is None:
         return default
     if isinstance(values, Mapping):
@@ -100,155 +103,40 @@ def _member_etas(etas: Any, i: int) -> Any:
     return etas[i]
 
 
-def to_jsonable(obj: Any) -> Any:
-    """Recursively: numpy scalars/arrays -> python, NaN/inf -> None, tuples -> lists."""
-    if isinstance(obj, Mapping):
-        return {str(k): to_jsonable(v) for k, v in obj.items()}
-    if isinstance(obj, (list, tuple)):
-        return [to_jsonable(v) for v in obj]
-    if isinstance(obj, np.ndarray):
-        return [to_jsonable(v) for v in obj.tolist()]
-    if isinstance(obj, (bool, np.bool_)):
-        return bool(obj)
-    if isinstance(obj, (int, np.integer)):
-        return int(obj)
-    if isinstance(obj, (float, np.floating)):
-        return _opt(obj)
-    return obj
-
-
-# --------------------------------------------------------------------------- per-member metrics
-def best_epoch(rows: Sequence[Mapping[str, Any]]) -> int | None:
-    """The first epoch with the lowest validation loss (DESIGN.md; THEORY.md §6 best-val checkpoint).
-
-    Epoch 0, the evaluation at initialization, is a candidate: the selection rule is "lowest
-    validation loss among the evaluated checkpoints", and the init is one of them. Ties go to the
-    earliest epoch; NaN / None losses (a diverged member) are ignored; None if no loss is finite.
-    """
-    best, best_loss = None, math.inf
-    for r in _by_epoch(rows):
-        loss = _num(r.get("val_loss"))
-        if loss < best_loss:  # strict: a later equal loss does not replace the first
-            best, best_loss = int(r["epoch"]), loss
-    return best
-
-
-def tau_interp(rows: Sequence[Mapping[str, Any]], threshold: float = INTERP_THRESHOLD) -> int | None:
-    """First epoch with training accuracy >= `threshold` (99.5 %: "interpolation"), None if never.
-
-    Accuracies are fractions in [0, 1]; a float32 slack of 1e-6 is allowed (see `_ACC_SLACK`).
-    """
-    for r in _by_epoch(rows):
-        if _num(r.get("train_acc")) >= threshold - _ACC_SLACK:
-            return int(r["epoch"])
-    return None
-
-
-def repair_gap(rows: Sequence[Mapping[str, Any]], threshold: float = INTERP_THRESHOLD) -> float | None:
-    """Validation accuracy at the final epoch minus validation accuracy at `tau_interp`.
-
-    Positive: training past interpolation still improved generalization ("repair"); negative: it
-    hurt. None when the member never interpolates or either accuracy is not finite. A fraction,
-    like the accuracies it subtracts.
-    """
-    ordered = _by_epoch(rows)
-    tau = tau_interp(ordered, threshold)
-    if tau is None or not ordered:
-        return None
-    at_tau = _num(_row_at(ordered, tau).get("val_acc"))
-    final = _num(ordered[-1].get("val_acc"))
-    gap = final - at_tau
-    return None if math.isnan(gap) else gap
-
-
-def clocks(etas: Any, batch_size: int, l2: float) -> dict[str, float]:
-    """Forgetting clocks of THEORY.md §6 for the step sizes actually taken.
-
-    `etas`: eta_k for every optimizer step k = 0..steps-1. `batch_size`: b. `l2`: lambda, the coupled
-    L2 coefficient or the decoupled weight decay (both shrink weights by ~ eta_k * lambda per step).
-    Returns `T_SGD = (1/b) sum eta_k^2` (minibatch / finite-step noise), `T_L2 = lambda sum eta_k`
-    (explicit norm decay) and `T_adapt = sum eta_k` (adaptive preconditioning).
-    """
-    eta = np.asarray(etas, dtype=np.float64).reshape(-1)
-    if batch_size <= 0:
-        raise ValueError(f"batch_size must be positive, got {batch_size}")
-    total = float(eta.sum())
-    return {"T_SGD": float(np.square(eta).sum()) / batch_size,
-            "T_L2": float(l2) * total,
-            "T_adapt": total}
-
-
-def member_summary(rows: Sequence[Mapping[str, Any]], member_info: Mapping[str, Any],
-                   etas: Any, batch_size: int, l2: float) -> dict[str, Any]:
-    """The `summary.json` entry of one member (DESIGN.md keys plus a few extras).
-
-    `rows`: this member's metrics rows (any order). `member_info`: at least `optimizer`, `sigma_w`,
-    `seed`; an optional `diverged` flag is or-ed with the rows' flags, and an optional `member`
-    index is copied. `etas` may be None when the schedule is unknown (clocks are then None).
-
-    Extras beyond DESIGN.md: `member`, `val_acc_at_best`, `param_norm_best` (the norm of the selected
-    predictor, which is what radial memory is about), `final_epoch` and `test_acc_final` (to compare
-    the selected checkpoint with the last one).
-    """
-    ordered = _by_epoch(rows)
-    best = best_epoch(ordered)
-    at_best = _row_at(ordered, best) or {}
-    first = ordered[0] if ordered else {}
-    last = ordered[-1] if ordered else {}
-    diverged = bool(member_info.get("diverged", False)) or any(bool(r.get("diverged")) for r in ordered)
-    clk = clocks(etas, batch_size, l2) if etas is not None else dict.fromkeys(CLOCKS)
-    out = {
-        "optimizer": member_info["optimizer"],
-        "sigma_w": float(member_info["sigma_w"]),
-        "seed": int(member_info["seed"]),
-        "best_epoch": best,
-        "test_acc_at_best": _opt(at_best.get("test_acc")),
-        "train_acc_at_best": _opt(at_best.get("train_acc")),
-        "val_acc_at_best": _opt(at_best.get("val_acc")),
-        "tau_interp": tau_interp(ordered),
-        "repair_gap": repair_gap(ordered),
-        # init = the epoch-0 row (the earliest row if epoch 0 is missing), final = the last row
-        "param_norm_init": _opt(first.get("param_norm")),
-        "param_norm_best": _opt(at_best.get("param_norm")),
-        "param_norm_final": _opt(last.get("param_norm")),
-        "final_epoch": int(last["epoch"]) if ordered else None,
-        "test_acc_final": _opt(last.get("test_acc")),
-        "clocks": clk,
-        "diverged": diverged,
-    }
-    if "member" in member_info:
-        out = {"member": int(member_info["member"]), **out}
-    return to_jsonable(out)
-
-
 # --------------------------------------------------------------------------- per-setting spread
-def _pearson(x: Sequence[float], y: Sequence[float]) -> float | None:
-    """Pearson r, or None with fewer than 3 points (2 points always give +-1) or zero variance."""
-    a, b = np.asarray(x, dtype=np.float64), np.asarray(y, dtype=np.float64)
-    ok = np.isfinite(a) & np.isfinite(b)
-    a, b = a[ok], b[ok]
-    if a.size < 3 or np.std(a) == 0 or np.std(b) == 0:
-        return None
-    return float(np.corrcoef(a, b)[0, 1])
-
-
 def _sigma_key(s: Any) -> float:
     # sigma_w values pass through JSON; rounding makes 0.30000000000000004 and 0.3 one grid point
     return round(float(s), 12)
 
 
+def drop_reason(member: Mapping[str, Any]) -> str | None:
+    """Why a member summary is left out of its setting's spreads, or None if it is usable.
+
+    "no finite validation loss" (no best epoch, diverged or not); "diverged before its best epoch"
+    (`diverged_before_best`: the selected predictor is the frozen state); "no finite test accuracy
+    at its best epoch". A member that diverged after its best epoch keeps its predictor.
+    """
+    if member.get("best_epoch") is None:
+        return "no finite validation loss"
+    if member.get("diverged_before_best"):
+        return "diverged before its best epoch"
+    if math.isnan(as_float(member.get("test_acc_at_best"))):
+        return "no finite test accuracy at its best epoch"
+    return None
+
+
 def acc_curve(members: Sequence[Mapping[str, Any]], label: str,
               key: str = "test_acc_at_best") -> dict[str, list]:
-    """Seed statistics of `key` per sigma_w for one setting, non-diverged members only.
+    """Seed statistics of `key` per sigma_w for one setting, usable members only (`drop_reason`).
 
     Returns lists aligned on sorted `sigma_w`: `mean`, `std` (ddof=1, NaN with one seed), `min`,
     `max` and `n` (number of seeds that contributed).
     """
     groups: dict[float, list[float]] = {}
     for m in members:
-        if m.get("optimizer") != label or m.get("diverged"):
+        if m.get("optimizer") != label or drop_reason(m) is not None:
             continue
-        v = _num(m.get(key))
+        v = as_float(m.get(key))
         if not math.isnan(v):
             groups.setdefault(_sigma_key(m["sigma_w"]), []).append(v)
     sig = sorted(groups)
@@ -261,73 +149,104 @@ def acc_curve(members: Sequence[Mapping[str, Any]], label: str,
             "n": [int(v.size) for v in vals]}
 
 
-def _per_seed_spread(members: Sequence[Mapping[str, Any]], key: str) -> dict[int, float]:
-    """100 * (max - min over sigma_w) of `key`, per seed; a seed needs >= 2 usable members."""
-    by_seed: dict[int, list[float]] = {}
+def _seed_values(members: Sequence[Mapping[str, Any]], key: str) -> dict[int, dict[float, float]]:
+    out: dict[int, dict[float, float]] = {}
     for m in members:
-        v = _num(m.get(key))
-        if not math.isnan(v):
-            by_seed.setdefault(int(m["seed"]), []).append(v)
-    return {s: 100.0 * (max(v) - min(v)) for s, v in sorted(by_seed.items()) if len(v) >= 2}
+        out.setdefault(int(m["seed"]), {})[_sigma_key(m["sigma_w"])] = as_float(m.get(key))
+    return out
+
+
+def _median_clocks(members: Sequence[Mapping[str, Any]], key: str) -> dict[str, float | None]:
+    out = {}
+    for c in CLOCKS:
+        xs = [as_float((m.get(key) or {}).get(c)) for m in members]
+        xs = [x for x in xs if not math.isnan(x)]
+        out[c] = float(np.median(xs)) if xs else None
+    return out
+
+
+def _radial(members: Sequence[Mapping[str, Any]], label: str, key: str) -> float | None:
+    """Pearson r over sigma_w of the seed-averaged `key` against the seed-averaged kernel_norm_init."""
+    init, other = acc_curve(members, label, "kernel_norm_init"), acc_curve(members, label, key)
+    common = sorted(set(init["sigma_w"]) & set(other["sigma_w"]))
+    return stats.pearson([init["mean"][init["sigma_w"].index(s)] for s in common],
+                         [other["mean"][other["sigma_w"].index(s)] for s in common])
 
 
 def spread(members: Sequence[Mapping[str, Any]], label: str) -> dict[str, Any]:
     """Initialization memory of one setting (`optimizer == label`), THEORY.md §6.
 
-    - `spread_pp`: for each seed, 100 * (max - min over sigma_w of `test_acc_at_best`); the mean over
-      seeds. Seeds are paired draws, so the spread is taken within a seed before averaging: a
-      seed-averaged curve would shrink the spread by averaging noise away. `spread_pp_std`: the
-      seed-to-seed standard deviation (ddof=1; None with fewer than 2 seeds). `spread_pp_per_seed`
-      lists them; `n_seeds` counts seeds with >= 2 usable members.
-    - `spread_pp_final`: the same at the final epoch (`test_acc_final`), to see what selection keeps.
+    Members: a member is *dropped* (listed in `dropped` as {member, sigma_w, seed, reason};
+    `n_dropped` counts them) when `drop_reason` gives a reason; the others are *usable*. A seed
+    counts if it has a usable member. Every seed's spread is taken over the same sigma_w grid,
+    `sigma_w_used`: the values usable in every counted seed; the other values of the setting are
+    listed in `sigma_w_excluded` (their members are outside the common grid, not dropped). With
+    fewer than 2 common values all spreads are None (and `sigma_w_used` is empty).
+
+    - `spread_pp` (selection `best_val`, the paper's rule): per seed 100 * (max - min over
+      `sigma_w_used` of `test_acc_at_best`), listed in `spread_pp_per_seed` (seed order, seeds in
+      `seeds`); the mean over seeds. Seeds are paired draws, so the spread is taken within a seed
+      before averaging: a seed-averaged curve would shrink it by averaging noise away.
+    - `spread_pp_interpolated` (`best_val_interpolated`): the same of `test_acc_at_best_interpolated`;
+      None if any usable member never interpolates (before diverging).
+    - `spread_pp_final` (`final`): the same of `test_acc_final`; None if a usable member has none.
+    - For each: `_std` (ddof=1) and a 95 % Student-t interval over the per-seed spreads,
+      mean -+ t_{0.975, n-1} s / sqrt(n) (`spread_ci95`, `spread_interpolated_ci95`,
+      `spread_final_ci95`: [lo, hi]; None below 2 seeds). It treats seeds as iid draws and includes
+      neither the choice of the sigma_w grid nor machine-to-machine (float-order) variation.
+    - `train_acc_at_best_min`: the lowest train accuracy at the best_val epoch over usable members.
     - `min_test_acc`, `max_test_acc`: min and max over sigma_w of the *seed-averaged* test accuracy
-      at best-val (so with several seeds `100*(max-min)` may be below `spread_pp`).
-    - `all_interpolated`: every member of the setting, diverged ones included, has a `tau_interp`
+      at best-val, usable members (so with several seeds `100*(max-min)` may be below `spread_pp`).
+    - `all_interpolated`: every member of the setting, dropped ones included, has a `tau_interp`
       (a diverged member counts only if it got there before diverging). False for no members.
-    - `radial_memory`: Pearson r across sigma_w of the seed-averaged final vs initial parameter
-      norms (r near 1: the network's radius still remembers the init scale); `radial_memory_best`
-      uses the norm at the best epoch. None below 3 sigma_w values or without variance.
-    - Diverged members are excluded from everything above except `all_interpolated`, and counted
-      in `n_diverged` (of `n_members`).
-    - `clocks`: the median over the non-diverged members of each clock (None if none).
+    - `radial_memory`: Pearson r across sigma_w of the seed-averaged final vs initial *kernel* norms
+      of usable members (r near 1: the weights' radius still remembers the init scale);
+      `radial_memory_best` uses the kernel norm at the best epoch. None below 3 sigma_w values or
+      without variance.
+    - `n_members`; `n_diverged`: members flagged diverged (usable or not).
+    - `clocks`, `clocks_at_best`, `clocks_at_best_interpolated`: medians over usable members of each
+      clock at the end of the run and at the selected epoch (None if no member has it).
     """
     mine = [m for m in members if m.get("optimizer") == label]
-    alive = [m for m in mine if not m.get("diverged")]
-    per_seed = _per_seed_spread(alive, "test_acc_at_best")
-    per_seed_final = _per_seed_spread(alive, "test_acc_final")
-    vals = np.asarray(list(per_seed.values()), dtype=np.float64)
-    curve = acc_curve(alive, label)
-    n_init = acc_curve(alive, label, "param_norm_init")
-    n_final = acc_curve(alive, label, "param_norm_final")
-    n_best = acc_curve(alive, label, "param_norm_best")
+    reasons = [drop_reason(m) for m in mine]
+    usable = [m for m, r in zip(mine, reasons) if r is None]
+    dropped = [{"member": m.get("member"), "sigma_w": float(m["sigma_w"]), "seed": int(m["seed"]), "reason": r}
+               for m, r in zip(mine, reasons) if r is not None]
+    by_seed: dict[int, set] = {}
+    for m in usable:
+        by_seed.setdefault(int(m["seed"]), set()).add(_sigma_key(m["sigma_w"]))
+    grid = stats.common_grid(by_seed)
+    grid = grid if len(grid) >= 2 else []
+    on_grid = [m for m in usable if _sigma_key(m["sigma_w"]) in grid]
 
-    def radial(other: dict[str, list]) -> float | None:
-        common = sorted(set(n_init["sigma_w"]) & set(other["sigma_w"]))
-        x = [n_init["mean"][n_init["sigma_w"].index(s)] for s in common]
-        y = [other["mean"][other["sigma_w"].index(s)] for s in common]
-        return _pearson(x, y)
-
-    clk = {}
-    for c in CLOCKS:
-        xs = [_num((m.get("clocks") or {}).get(c)) for m in alive]
-        xs = [x for x in xs if not math.isnan(x)]
-        clk[c] = float(np.median(xs)) if xs else None
-
-    out = {
-        "spread_pp": float(vals.mean()) if vals.size else None,
-        "spread_pp_std": float(vals.std(ddof=1)) if vals.size >= 2 else None,
-        "spread_pp_per_seed": [per_seed[s] for s in per_seed],
-        "n_seeds": int(vals.size),
-        "spread_pp_final": float(np.mean(list(per_seed_final.values()))) if per_seed_final else None,
+    out: dict[str, Any] = {}
+    for rule in SELECTION_RULES:
+        k = selection_keys(rule)
+        complete = all(not math.isnan(as_float(m.get(k["acc"]))) for m in usable)
+        per_seed = stats.per_seed_spreads(_seed_values(on_grid, k["acc"]), grid) if complete else None
+        mean, std, ci = stats.seed_statistics(per_seed)
+        out.update({k["spread"]: mean, k["std"]: std, k["ci"]: ci, k["per_seed"]: per_seed or []})
+    curve = acc_curve(usable, label)
+    train_at_best = [v for v in (as_float(m.get("train_acc_at_best")) for m in usable) if not math.isnan(v)]
+    out.update({
+        "n_seeds": len(out["spread_pp_per_seed"]),
+        "seeds": sorted(by_seed) if grid else [],
+        "sigma_w_used": grid,
+        "sigma_w_excluded": sorted({_sigma_key(m["sigma_w"]) for m in mine} - set(grid)),
+        "train_acc_at_best_min": min(train_at_best) if train_at_best else None,
         "min_test_acc": min(curve["mean"]) if curve["mean"] else None,
         "max_test_acc": max(curve["mean"]) if curve["mean"] else None,
         "all_interpolated": bool(mine) and all(m.get("tau_interp") is not None for m in mine),
-        "radial_memory": radial(n_final),
-        "radial_memory_best": radial(n_best),
+        "radial_memory": _radial(usable, label, "kernel_norm_final"),
+        "radial_memory_best": _radial(usable, label, "kernel_norm_best"),
         "n_members": len(mine),
-        "n_diverged": len(mine) - len(alive),
-        "clocks": clk,
-    }
+        "n_diverged": sum(bool(m.get("diverged")) for m in mine),
+        "n_dropped": len(dropped),
+        "dropped": dropped,
+        "clocks": _median_clocks(usable, "clocks"),
+        "clocks_at_best": _median_clocks(usable, "clocks_at_best"),
+        "clocks_at_best_interpolated": _median_clocks(usable, "clocks_at_best_interpolated"),
+    })
     return to_jsonable(out)
 
 
@@ -341,79 +260,71 @@ def setting_labels(members: Sequence[Mapping[str, Any]]) -> list[str]:
 
 
 def summarize(rows: Sequence[Mapping[str, Any]], members_info: Sequence[Mapping[str, Any]] | None,
-              etas_by_member: Any, batch_size: Any, l2_by_member: Any) -> dict[str, Any]:
+              etas_by_member: Any, batch_size: Any, l2_by_member: Any,
+              momentum_by_member: Any = None) -> dict[str, Any]:
     """The whole `summary.json`: `{"members": [...], "spread": {label: {...}}}`.
 
     `members_info[i]` describes member i (`optimizer`, `sigma_w`, `seed`, optional `diverged`); if
     None it is read from each member's first row. `etas_by_member`: a mapping {member: etas}, a list
     of per-member sequences, a (members, steps) array, or one 1-D numpy array shared by all members.
-    `batch_size`, `l2_by_member`: a mapping, a sequence indexed by member, or one value for all.
-    Members are listed in member-index order; the output is JSON-ready and deterministic.
+    `batch_size`, `l2_by_member`, `momentum_by_member`: a mapping, a sequence indexed by member, or
+    one value for all; lambda and mu default to 0 (mu: the heavy-ball momentum of momentum and
+    Nesterov members, 0 for every other optimizer, see `clocks`). Members are listed in
+    member-index order; the output is JSON-ready and deterministic.
     """
-    rows_by_member: dict[int, list[Mapping[str, Any]]] = {}
-    for r in rows:
-        rows_by_member.setdefault(int(r["member"]), []).append(r)
+    by_member = rows_by_member(rows)
     if members_info is None:
-        members_info = [{k: rows_by_member[i][0][k] for k in ("optimizer", "sigma_w", "seed")}
-                        for i in sorted(rows_by_member)]
+        members_info = [{k: by_member[i][0][k] for k in ("optimizer", "sigma_w", "seed")} for i in by_member]
     members = []
     for i, info in enumerate(members_info):
         member = int(info.get("member", i))
-        members.append(member_summary(rows_by_member.get(member, []), {**info, "member": member},
+        members.append(member_summary(by_member.get(member, []), {**info, "member": member},
                                       _member_etas(etas_by_member, member),
                                       _per_member(batch_size, member),
-                                      _per_member(l2_by_member, member, 0.0)))
+                                      _per_member(l2_by_member, member, 0.0),
+                                      _per_member(momentum_by_member, member, 0.0) or 0.0))
     members.sort(key=lambda m: m["member"])
     return to_jsonable({"members": members,
                         "spread": {lab: spread(members, lab) for lab in setting_labels(members)}})
 
 
-# --------------------------------------------------------------------------- files and tables
-def read_metrics(path: str | Path) -> list[dict[str, Any]]:
-    """Rows of a `metrics.jsonl` file.
-
-    A killed run may leave a truncated last line: it is dropped. An unparsable line anywhere else
-    is corruption and raises ValueError. NaN / Infinity tokens (python's json) are accepted.
-    """
-    lines = Path(path).read_text().splitlines()
-    while lines and not lines[-1].strip():
-        lines.pop()
-    rows = []
-    for n, line in enumerate(lines):
-        if not line.strip():
-            continue
-        try:
-            rows.append(json.loads(line))
-        except json.JSONDecodeError:
-            if n == len(lines) - 1:
-                break  # the partial write of an interrupted run
-            raise ValueError(f"{path}: line {n + 1} is not JSON") from None
-    return rows
-
-
+# --------------------------------------------------------------------------- tables
 def _fmt(x: Any, spec: str) -> str:
     return "-" if x is None else format(x, spec)
 
 
-def markdown_table(summary: Mapping[str, Any]) -> str:
-    """README table of a summary, one row per setting.
+def _with_ci(mean: Any, ci: Any) -> str:
+    text = _fmt(mean, ".1f")
+    return text if mean is None or not ci else f"{text} [{ci[0]:.1f}, {ci[1]:.1f}]"
 
-    Columns: setting | n seeds | spread pp (mean ± seed std) | min / max test acc (%, seed-averaged,
-    at best val) | all interpolated | median clocks T_SGD, T_L2, T_adapt. Diverged counts are
-    appended to the setting name when non-zero.
+
+def markdown_table(summary: Mapping[str, Any]) -> str:
+    """README table of a summary, one row per setting, then notes on excluded sigma_w and dropped members.
+
+    Columns: setting (diverged count when non-zero) | n seeds | spread pp, best val (mean [95 % t
+    interval over seeds]) | spread pp, best val among interpolating epochs | spread pp, final epoch |
+    train acc at best, min over members (%) | all interpolated | dropped members | median clocks
+    T_SGD, T_L2, T_adapt at the best-val epoch.
     """
-    head = ("| setting | n seeds | spread (pp) | min / max test acc (%) | all interpolated "
-            "| T_SGD | T_L2 | T_adapt |\n|---|---|---|---|---|---|---|---|")
-    lines = [head]
+    lines = ["| setting | n seeds | spread pp, best val [95 % CI] | best val interpolated pp | final pp "
+             "| min train acc at best (%) | all interpolated | dropped | T_SGD at best | T_L2 at best "
+             "| T_adapt at best |",
+             "|---|---|---|---|---|---|---|---|---|---|---|"]
+    notes = []
     for label, s in summary["spread"].items():
         name = label + (f" ({s['n_diverged']} diverged)" if s.get("n_diverged") else "")
-        sp = _fmt(s.get("spread_pp"), ".1f")
-        if s.get("spread_pp_std") is not None:
-            sp += f" ± {s['spread_pp_std']:.1f}"
-        lo, hi = s.get("min_test_acc"), s.get("max_test_acc")
-        acc = f"{_fmt(None if lo is None else 100 * lo, '.1f')} / {_fmt(None if hi is None else 100 * hi, '.1f')}"
-        clk = s.get("clocks") or {}
-        lines.append(f"| {name} | {s.get('n_seeds', 0)} | {sp} | {acc} | "
-                     f"{'yes' if s.get('all_interpolated') else 'no'} | "
+        acc = s.get("train_acc_at_best_min")
+        clk = s.get("clocks_at_best") or {}
+        lines.append(f"| {name} | {s.get('n_seeds', 0)} | {_with_ci(s.get('spread_pp'), s.get('spread_ci95'))} | "
+                     f"{_fmt(s.get('spread_pp_interpolated'), '.1f')} | {_fmt(s.get('spread_pp_final'), '.1f')} | "
+                     f"{_fmt(None if acc is None else 100 * acc, '.1f')} | "
+                     f"{'yes' if s.get('all_interpolated') else 'no'} | {s.get('n_dropped', 0)} | "
                      + " | ".join(_fmt(clk.get(c), '.3g') for c in CLOCKS) + " |")
-    return "\n".join(lines) + "\n"
+        if s.get("sigma_w_excluded"):
+            used = ", ".join(f"{v:g}" for v in s.get("sigma_w_used", [])) or "none"
+            notes.append(f"- {label}: spreads over sigma_w {used} (usable in every seed); "
+                         f"excluded: {', '.join(f'{v:g}' for v in s['sigma_w_excluded'])}")
+        for d in s.get("dropped", []):
+            notes.append(f"- {label}: member {d['member']} (sigma_w {d['sigma_w']:g}, seed {d['seed']}) "
+                         f"dropped: {d['reason']}")
+    return "\n".join(lines + ([""] + notes if notes else [])) + "\n"

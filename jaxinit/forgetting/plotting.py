@@ -3,12 +3,16 @@
 Reads `summary.json` and `metrics.jsonl` of a `python -m experiments.forgetting` run; never imports
 the training code or jax, so figures can be redrawn anywhere without retraining:
 
-    python -m jaxinit.forgetting.plotting RUN_DIR [RUN_DIR ...] [--out DIR]
+    python -m jaxinit.forgetting.plotting RUN_DIR [RUN_DIR ...] [--out DIR] [--selection NAME]
+                                          [--clock-basis at_best|end]
 
 writes `RUN_DIR/figures/{acc_vs_sigma,norm_trajectories,spread_vs_clocks}.png` for each run; with
 several runs also one combined spread-vs-clock figure (`--out DIR/spread_vs_clocks.png`, or
-`figures/spread_vs_clocks_combined.png` in the first run). A bad directory is one line on stderr
-and exit status 2.
+`figures/spread_vs_clocks_combined.png` in the first run). `--selection` is the spread's selection
+rule (`best_val` default, `best_val_interpolated`, `final`: `memory.SELECTION_RULES`);
+`--clock-basis` the clocks it is plotted against (`at_best` default: accumulated to the selected
+epoch; `end`: to the end of the run). A bad directory, an unknown rule, or a `summary.json` that
+does not match its `metrics.jsonl` (a stale summary) is one line on stderr and exit status 2.
 
 Figures are built on `matplotlib.figure.Figure` and rendered by the Agg canvas at `savefig`; pyplot
 is not used, so importing this module changes no global backend state and leaks no figures.
@@ -25,10 +29,19 @@ import numpy as np
 from matplotlib import cm, colors, ticker
 from matplotlib.figure import Figure
 
-from jaxinit.forgetting.memory import CLOCKS, acc_curve, read_metrics, setting_labels
+from jaxinit.forgetting.history import as_float
+from jaxinit.forgetting.memory import (CLOCKS, acc_curve, best_epoch, by_epoch, drop_reason, kernel_norm,
+                                       read_metrics, row_at, rows_by_member, selection_keys, setting_labels)
 
 _MARKERS = "osD^v<>pP*Xh"
 _DPI = 110
+CLOCK_BASES = ("at_best", "end")
+# test accuracies in summary.json are the rows' values passed through float(); anything above this is stale
+_ACC_TOL = 1e-9
+
+
+class StaleSummaryError(ValueError):
+    """summary.json does not describe the rows of its metrics.jsonl (one line; exit 2 in the CLI)."""
 
 
 def _save(fig: Figure, path: str | Path) -> Path:
@@ -47,7 +60,7 @@ def plot_acc_vs_sigma(summary: Mapping[str, Any], path: str | Path) -> Path:
 
     Line: mean over seeds; band: min-max over seeds (with 2-3 seeds a std band says little).
     Dotted, faint: the same at the final epoch, to show what best-val selection keeps.
-    Diverged members are left out, as in the spread. Log x when all sigma_w > 0.
+    Dropped members (`memory.drop_reason`) are left out, as in the spread. Log x when all sigma_w > 0.
     """
     members = summary["members"]
     fig = Figure(figsize=(6.4, 4.4))
@@ -81,18 +94,34 @@ def plot_acc_vs_sigma(summary: Mapping[str, Any], path: str | Path) -> Path:
     return _save(fig, path)
 
 
-def plot_norm_trajectories(rows: Sequence[Mapping[str, Any]], path: str | Path) -> Path:
-    """Parameter norm vs epoch, one panel per setting, one line per member coloured by sigma_w.
+def kernel_norm_curves(rows: Sequence[Mapping[str, Any]]) -> dict[str, dict[float, tuple[list[int], list[float]]]]:
+    """{setting: {sigma_w: (epochs, kernel norm averaged over seeds)}} from the rows' `param_norm_layers`.
 
-    The colour scale (log when all sigma_w > 0) is shared by all panels, so the same colour is the
-    same init scale everywhere. Non-finite norms (diverged members) leave gaps. Log y when positive.
+    The kernel norm is `memory.kernel_norm` (conv and dense kernels; BatchNorm and biases excluded).
+    The mean at an epoch is over the seeds with a finite value there; NaN where none has one.
     """
-    by_member: dict[int, list[Mapping[str, Any]]] = {}
-    for r in rows:
-        by_member.setdefault(int(r["member"]), []).append(r)
-    firsts = [sorted(v, key=lambda r: r["epoch"])[0] for _, v in sorted(by_member.items())]
-    labels = setting_labels(firsts) or ["(no rows)"]
-    sig = [float(r["sigma_w"]) for r in firsts] or [1.0]
+    acc: dict[str, dict[float, dict[int, list[float]]]] = {}
+    for member_rows in rows_by_member(rows).values():
+        for r in by_epoch(member_rows):
+            per_epoch = acc.setdefault(r["optimizer"], {}).setdefault(float(r["sigma_w"]), {})
+            v = kernel_norm(r)
+            per_epoch.setdefault(int(r["epoch"]), []).extend([] if v is None else [v])
+    return {label: {s: (sorted(pe), [float(np.mean(pe[e])) if pe[e] else math.nan for e in sorted(pe)])
+                    for s, pe in sorted(by_sigma.items())}
+            for label, by_sigma in acc.items()}
+
+
+def plot_norm_trajectories(rows: Sequence[Mapping[str, Any]], path: str | Path) -> Path:
+    """Kernel norm vs epoch, one panel per setting, one line per sigma_w (mean over seeds).
+
+    Kernel norms (`kernel_norm_curves`), not the total parameter norm: with BatchNorm the gains,
+    initialized at 1 whatever sigma_w, dominate the total at small sigma_w. The colour scale (log
+    when all sigma_w > 0) is shared by all panels, so the same colour is the same init scale
+    everywhere. Missing or non-finite norms leave gaps. Log y when positive.
+    """
+    curves = kernel_norm_curves(rows)
+    labels = list(curves) or ["(no rows)"]
+    sig = [s for by_sigma in curves.values() for s in by_sigma] or [1.0]
     lo, hi = min(sig), max(sig)
     if hi == lo:
         lo, hi = lo * 0.9 if lo > 0 else lo - 1, hi * 1.1 if hi > 0 else hi + 1
@@ -102,21 +131,19 @@ def plot_norm_trajectories(rows: Sequence[Mapping[str, Any]], path: str | Path) 
     n = len(labels)
     fig = Figure(figsize=(3.6 * n + 1.0, 3.6))
     axes = fig.subplots(1, n, sharey=True, squeeze=False)[0]
-    positive = True
+    ys: list[float] = []
     for ax, label in zip(axes, labels):
-        for m, member_rows in sorted(by_member.items()):
-            if member_rows[0]["optimizer"] != label:
-                continue
-            pts = sorted((int(r["epoch"]), r.get("param_norm")) for r in member_rows)
-            x = np.array([e for e, _ in pts], dtype=float)
-            y = np.array([np.nan if v is None else float(v) for _, v in pts], dtype=float)
-            positive &= bool(np.all(y[np.isfinite(y)] > 0))
-            ax.plot(x, y, color=mappable.to_rgba(float(member_rows[0]["sigma_w"])), lw=1.2)
+        for s, (epochs, y) in curves.get(label, {}).items():
+            ax.plot(epochs, y, color=mappable.to_rgba(s), lw=1.2)
+            ys += [v for v in y if math.isfinite(v)]
+        if not any(math.isfinite(v) for _, y in curves.get(label, {}).values() for v in y):
+            ax.text(0.5, 0.5, "no kernel norms in\nparam_norm_layers", transform=ax.transAxes,
+                    ha="center", fontsize=8, color="0.4")
         ax.set_title(label, fontsize=9)
         ax.set_xlabel("epoch")
-    if positive and by_member:
+    if _all_positive(ys):
         axes[0].set_yscale("log")
-    axes[0].set_ylabel("parameter norm")
+    axes[0].set_ylabel("kernel norm (conv + dense, mean over seeds)")
     fig.colorbar(mappable, ax=list(axes), label=r"$\sigma_w$")
     return _save(fig, path)
 
@@ -141,41 +168,90 @@ def run_epochs(summary: Mapping[str, Any]) -> int | None:
     return max(eps) if eps else None
 
 
-def plot_spread_vs_clocks(runs: Sequence[tuple[str, Mapping[str, Any], int | None]],
-                          path: str | Path) -> Path:
-    """Spread (pp) against each forgetting clock and against the epoch count, over runs and settings.
+def _check_basis(clock_basis: str) -> None:
+    if clock_basis not in CLOCK_BASES:
+        raise ValueError(f"unknown clock basis {clock_basis!r}; known: {', '.join(CLOCK_BASES)}")
+
+
+def _median_member(summary: Mapping[str, Any], label: str, key: str, clock: str | None = None) -> float | None:
+    """Median over a setting's usable members of `key` (of `key[clock]` when a clock is named)."""
+    vals = []
+    for m in summary.get("members", []):
+        if m.get("optimizer") == label and drop_reason(m) is None:
+            v = m.get(key)
+            vals.append(as_float((v or {}).get(clock) if clock else v))
+    vals = [v for v in vals if math.isfinite(v)]
+    return float(np.median(vals)) if vals else None
+
+
+def spread_points(summary: Mapping[str, Any], selection: str = "best_val", clock_basis: str = "at_best",
+                  epochs: int | None = None) -> list[dict[str, Any]]:
+    """One point per setting with a spread: `label`, `spread`, `ci` ([lo, hi] or None) and `x`.
+
+    `x[clock]` for each of `CLOCKS`: the setting's median clock at the selected epoch of `selection`
+    (`clock_basis="at_best"`) or at the end of the run (`"end"`), from the summary's spread entry
+    (else the usable members'); `x["epochs"]`: the median selected epoch (`at_best`) or the epochs
+    trained (`end`; `epochs`, else the members' `final_epoch`).
+    """
+    keys = selection_keys(selection)
+    _check_basis(clock_basis)
+    clock_key = keys["clocks"] if clock_basis == "at_best" else "clocks"
+    out = []
+    for label, s in summary.get("spread", {}).items():
+        y = s.get(keys["spread"])
+        if y is None:
+            continue
+        x = {c: (s.get(clock_key) or {}).get(c) for c in CLOCKS}
+        x = {c: v if v is not None else _median_member(summary, label, clock_key, c) for c, v in x.items()}
+        x["epochs"] = (_median_member(summary, label, keys["epoch"]) if clock_basis == "at_best"
+                       else epochs if epochs is not None else run_epochs(summary))
+        out.append({"label": label, "spread": float(y), "ci": s.get(keys["ci"]), "x": x})
+    return out
+
+
+def plot_spread_vs_clocks(runs: Sequence[tuple[str, Mapping[str, Any], int | None]], path: str | Path,
+                          selection: str = "best_val", clock_basis: str = "at_best") -> Path:
+    """Spread (pp) against each forgetting clock and against epochs, over runs and settings.
 
     `runs`: `(run_label, summary, epochs)` triples, e.g. one per batch size or epoch budget; `epochs`
     is the number of epochs trained (None: taken from the members' `final_epoch`). Each setting of
-    each run is one point: y = `spread_pp` (error bar: seed std), x = the median over that setting's
-    non-diverged members of `T_SGD`, `T_L2`, `T_adapt` (panels 1-3), or the run's epochs (panel 4).
-    Marker = setting label, colour = run. If the clock governs forgetting, the points of all runs
-    fall on one curve in the clock panels but not in the epoch panel; the reverse refutes it.
+    each run is one point (`spread_points`): y = the spread of `selection` with its 95 % t interval
+    over seeds as error bar, x = the setting's median `T_SGD`, `T_L2`, `T_adapt` (panels 1-3) at the
+    selected epoch (`clock_basis="at_best"`, the predictor's own age) or at the end of the run
+    (`"end"`), and in panel 4 the median selected epoch or the epochs trained. Marker = setting
+    label, colour = run. If the clock governs forgetting, the points of all runs fall on one curve
+    in the clock panels but not in the epoch panel; the reverse refutes it.
     """
+    keys = selection_keys(selection)
+    _check_basis(clock_basis)
+    points = [(r, run_label, spread_points(summary, selection, clock_basis, epochs))
+              for r, (run_label, summary, epochs) in enumerate(runs)]
     all_labels: list[str] = []
-    for _, s, _ in runs:
-        all_labels += [lab for lab in s.get("spread", {}) if lab not in all_labels]
+    for _, _, pts in points:
+        all_labels += [p["label"] for p in pts if p["label"] not in all_labels]
     marker = {lab: _MARKERS[i % len(_MARKERS)] for i, lab in enumerate(all_labels)}
     fig = Figure(figsize=(15, 3.9))
     axes = fig.subplots(1, 4, sharey=True)
-    for col, (ax, what) in enumerate(zip(axes, (*CLOCKS, "epochs"))):
+    for ax, what in zip(axes, (*CLOCKS, "epochs")):
         xs: list[float] = []
-        for r, (run_label, summary, epochs) in enumerate(runs):
-            if epochs is None:
-                epochs = run_epochs(summary)
-            for lab, s in summary.get("spread", {}).items():
-                y = s.get("spread_pp")
-                x = epochs if what == "epochs" else _median_clock(summary, lab, what)
-                if y is None or x is None or not math.isfinite(x):
+        for r, _, pts in points:
+            for p in pts:
+                x = p["x"][what]
+                if x is None or not math.isfinite(x):
                     continue
-                err = s.get("spread_pp_std")
-                ax.errorbar([x], [y], yerr=None if err is None else [err], marker=marker[lab],
-                            color=f"C{r % 10}", ls="none", capsize=2, ms=6)
+                ci = p["ci"]
+                yerr = None if not ci else [[p["spread"] - ci[0]], [ci[1] - p["spread"]]]
+                ax.errorbar([x], [p["spread"]], yerr=yerr, marker=marker[p["label"]], color=f"C{r % 10}",
+                            ls="none", capsize=2, ms=6)
                 xs.append(float(x))
         _scale(ax, xs)
-        ax.set_xlabel(what if what == "epochs" else f"${what.replace('_', '_{')}}}$")
+        if what == "epochs":
+            ax.set_xlabel("selected epoch (median)" if clock_basis == "at_best" else "epochs trained")
+        else:
+            ax.set_xlabel(f"${what.replace('_', '_{')}}}$" + (" at the selected epoch" if clock_basis == "at_best" else ""))
         ax.grid(alpha=0.3)
-    axes[0].set_ylabel("spread over $\\sigma_w$ (pp)")
+    axes[0].set_ylabel(f"{keys['spread']} over $\\sigma_w$ (pp)")
+    fig.suptitle(f"selection {selection}; error bars: 95 % t interval over seeds", fontsize=9)
     # two legends: colours = runs, markers = settings
     handles = [axes[0].plot([], [], ls="none", marker="o", color=f"C{r % 10}", label=str(lab))[0]
                for r, (lab, _, _) in enumerate(runs)]
@@ -187,12 +263,43 @@ def plot_spread_vs_clocks(runs: Sequence[tuple[str, Mapping[str, Any], int | Non
     return _save(fig, path)
 
 
-def _median_clock(summary: Mapping[str, Any], label: str, clock: str) -> float | None:
-    """Median of one clock over a setting's non-diverged members, from the member entries."""
-    vals = [(m.get("clocks") or {}).get(clock) for m in summary.get("members", [])
-            if m.get("optimizer") == label and not m.get("diverged")]
-    vals = [float(v) for v in vals if v is not None and math.isfinite(float(v))]
-    return float(np.median(vals)) if vals else None
+# --------------------------------------------------------------------------- loading and checking a run
+def check_consistent(summary: Mapping[str, Any], rows: Sequence[Mapping[str, Any]], where: str = "summary.json") -> None:
+    """Raise StaleSummaryError unless `summary` describes `rows`.
+
+    Per summary member, the best epoch and the test accuracy there are recomputed from its rows
+    (`memory.best_epoch`) and compared, and its `final_epoch` with its last epoch; a member without
+    rows or rows of a member the summary lacks are a mismatch too.
+    """
+    by_member = rows_by_member(rows)
+    listed = []
+    for i, m in enumerate(summary.get("members", [])):
+        idx = int(m.get("member", i))
+        listed.append(idx)
+        problem = _member_mismatch(m, by_member.get(idx))
+        if problem:
+            raise StaleSummaryError(f"{where} does not match metrics.jsonl: member {idx} {problem} (stale summary?)")
+    extra = sorted(set(by_member) - set(listed))
+    if extra:
+        raise StaleSummaryError(f"{where} does not match metrics.jsonl: rows of member {extra[0]}, "
+                                f"which the summary lacks (stale summary?)")
+
+
+def _member_mismatch(m: Mapping[str, Any], member_rows: Sequence[Mapping[str, Any]] | None) -> str | None:
+    if not member_rows:
+        return "has no rows"
+    best = best_epoch(member_rows)
+    if m.get("best_epoch") != best:
+        return f"has best_epoch {m.get('best_epoch')} in the summary, {best} from the rows"
+    acc_rows = as_float((row_at(member_rows, best) or {}).get("test_acc"))
+    acc_summary = as_float(m.get("test_acc_at_best"))
+    same = (math.isnan(acc_rows) and math.isnan(acc_summary)) or abs(acc_rows - acc_summary) <= _ACC_TOL
+    if not same:
+        return f"has test_acc_at_best {m.get('test_acc_at_best')} in the summary, {acc_rows} from the rows"
+    last = int(by_epoch(member_rows)[-1]["epoch"])
+    if "final_epoch" in m and m["final_epoch"] != last:
+        return f"has final_epoch {m['final_epoch']} in the summary, {last} from the rows"
+    return None
 
 
 def _load_run(run_dir: str | Path) -> tuple[dict[str, Any], list[dict[str, Any]]]:
@@ -209,67 +316,82 @@ def _load_run(run_dir: str | Path) -> tuple[dict[str, Any], list[dict[str, Any]]
     if "members" not in summary:
         raise ValueError(f"{d / 'summary.json'}: no 'members' (not a forgetting summary)")
     summary.setdefault("spread", {})
-    return summary, read_metrics(d / "metrics.jsonl")
+    rows = read_metrics(d / "metrics.jsonl")
+    check_consistent(summary, rows, str(d / "summary.json"))
+    return summary, rows
 
 
 def _epochs_from_rows(rows: Sequence[Mapping[str, Any]]) -> int | None:
     return max((int(r["epoch"]) for r in rows), default=None)
 
 
-def make_all(run_dir: str | Path) -> list[Path]:
+def make_all(run_dir: str | Path, selection: str = "best_val", clock_basis: str = "at_best") -> list[Path]:
     """Write `run_dir/figures/*.png` from `summary.json` and `metrics.jsonl`; return the paths.
 
-    Raises FileNotFoundError / ValueError for a missing directory or unreadable files.
+    Raises ConfigError for an unknown selection rule, FileNotFoundError / ValueError for a missing
+    directory or unreadable files, StaleSummaryError (a ValueError) when the summary does not match
+    the rows.
     """
+    selection_keys(selection)
+    _check_basis(clock_basis)
     summary, rows = _load_run(run_dir)
-    return _draw_run(run_dir, summary, rows)
+    return _draw_run(run_dir, summary, rows, selection, clock_basis)
 
 
-def _draw_run(run_dir: str | Path, summary: Mapping[str, Any], rows: Sequence[Mapping[str, Any]]) -> list[Path]:
+def _draw_run(run_dir: str | Path, summary: Mapping[str, Any], rows: Sequence[Mapping[str, Any]],
+              selection: str, clock_basis: str) -> list[Path]:
     out = Path(run_dir) / "figures"
     return [plot_acc_vs_sigma(summary, out / "acc_vs_sigma.png"),
             plot_norm_trajectories(rows, out / "norm_trajectories.png"),
             plot_spread_vs_clocks([(Path(run_dir).name, summary, _epochs_from_rows(rows))],
-                                  out / "spread_vs_clocks.png")]
+                                  out / "spread_vs_clocks.png", selection, clock_basis)]
+
+
+_USAGE = ("usage: python -m jaxinit.forgetting.plotting RUN_DIR [RUN_DIR ...] [--out DIR] "
+          "[--selection NAME] [--clock-basis at_best|end]")
+_OPTIONS = {"--out": "out", "--selection": "selection", "--clock-basis": "clock_basis"}
+
+
+def _parse(args: Sequence[str]) -> tuple[list[str], dict[str, str]]:
+    """(run directories, {option: value}); ValueError (one line) for anything else."""
+    dirs: list[str] = []
+    opts = {"out": None, "selection": "best_val", "clock_basis": "at_best"}
+    it = iter(args)
+    for a in it:
+        name, eq, value = a.partition("=")
+        if name in _OPTIONS:
+            value = value if eq else next(it, None)
+            if not value:
+                raise ValueError(f"{name} needs a value ({_USAGE})")
+            opts[_OPTIONS[name]] = value
+        elif a.startswith("-"):
+            raise ValueError(f"unknown argument {a!r} ({_USAGE})")
+        else:
+            dirs.append(a)
+    if not dirs:
+        raise ValueError(f"no run directory ({_USAGE})")
+    return dirs, opts
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    """CLI: `python -m jaxinit.forgetting.plotting RUN_DIR [RUN_DIR ...] [--out DIR]`; returns the exit status."""
+    """CLI (module docstring); returns the exit status: 0, or 2 after one line on stderr."""
     args = list(sys.argv[1:] if argv is None else argv)
-    usage = "usage: python -m jaxinit.forgetting.plotting RUN_DIR [RUN_DIR ...] [--out DIR]"
     if any(a in ("-h", "--help") for a in args):
         print(__doc__)
         return 0
-    if not args:
-        print(f"error: no run directory ({usage})", file=sys.stderr)
-        return 2
-    out = None
-    dirs: list[str] = []
-    it = iter(args)
-    for a in it:
-        if a == "--out":
-            out = next(it, None)
-            if out is None:
-                print("error: --out needs a directory", file=sys.stderr)
-                return 2
-        elif a.startswith("--out="):
-            out = a.split("=", 1)[1]
-        elif a.startswith("-"):
-            print(f"error: unknown argument {a!r}", file=sys.stderr)
-            return 2
-        else:
-            dirs.append(a)
     try:
-        if not dirs:
-            raise ValueError(f"no run directory ({usage})")
+        dirs, opts = _parse(args)
+        selection_keys(opts["selection"])
+        _check_basis(opts["clock_basis"])
         loaded = [(d, *_load_run(d)) for d in dirs]  # check every directory before drawing anything
-        written = [p for d, summary, rows in loaded for p in _draw_run(d, summary, rows)]
+        written = [p for d, summary, rows in loaded
+                   for p in _draw_run(d, summary, rows, opts["selection"], opts["clock_basis"])]
         runs = [(Path(d).resolve().name, summary, _epochs_from_rows(rows)) for d, summary, rows in loaded]
         if len(runs) > 1:
-            target = (Path(out) / "spread_vs_clocks.png" if out
+            target = (Path(opts["out"]) / "spread_vs_clocks.png" if opts["out"]
                       else Path(dirs[0]) / "figures" / "spread_vs_clocks_combined.png")
-            written.append(plot_spread_vs_clocks(runs, target))
-    except (OSError, ValueError) as e:
+            written.append(plot_spread_vs_clocks(runs, target, opts["selection"], opts["clock_basis"]))
+    except (OSError, ValueError) as e:  # ConfigError and StaleSummaryError are ValueErrors
         print(f"error: {e}", file=sys.stderr)
         return 2
     for p in written:

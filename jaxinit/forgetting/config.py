@@ -1,0 +1,117 @@
+"""Config and presets of the initialization-memory study (`preset(name)` for notebooks).
+
+Choices where the paper (Das et al. 2026, arXiv 2605.29152) is silent, each a config field:
+sigma_w multiplies He-normal (fan-in) on every conv / dense kernel, the classifier included; biases 0,
+BatchNorm gains 1 (`model.base_init`); validation = 10 % of the training pool (or `data.n_val`), carved
+by a seeded permutation (`data.split_seed`); constant learning rate (`opt.schedule`); momentum and
+nesterov run at lr = (1 - mu) x sgd's lr, so that their effective step eta / (1 - mu) equals sgd's;
+`sgd_l2` is coupled L2 (lambda w added to the gradient), `adamw` and `muon` decoupled weight decay;
+the `paper` preset uses random crop + flip. Measured numbers: README ("Initialization memory").
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, replace
+from pathlib import Path
+
+from jaxinit.config import (ConfigError, DataConfig, ModelConfig, OptConfig, SweepConfig, TrainConfig,
+                            validate_common)
+
+
+@dataclass(frozen=True)
+class AnalysisConfig:
+    selection: str = "best_val"
+    """headline selection rule of tables and figures: best_val (the paper's) | best_val_interpolated | final"""
+
+
+@dataclass(frozen=True)
+class ForgettingConfig:
+    data: DataConfig = DataConfig()
+    """the data set and its splits"""
+    model: ModelConfig = ModelConfig()
+    """the network every member trains"""
+    opt: OptConfig = OptConfig()
+    """overrides of the optimizer settings"""
+    train: TrainConfig = TrainConfig()
+    """batch size, epochs, member strategy, evaluation and checkpoint cadence"""
+    sweep: SweepConfig = SweepConfig()
+    """members: optimizer settings x sigma_w x seeds"""
+    analysis: AnalysisConfig = AnalysisConfig()
+    """how results are summarised"""
+
+
+ALL_SETTINGS = ("sgd", "momentum", "nesterov", "adam", "adamw", "muon", "sgd_l2")
+SIGMA_GRID = (0.1, 0.25, 0.5, 0.75, 1.0, 1.5, 2.0, 2.5)
+CPU_SIGMA = (0.1, 0.3, 0.6, 1.0, 1.6, 2.5)
+CPU_LR = ("sgd=0.05", "momentum=0.005", "nesterov=0.005", "sgd_l2=0.1", "adam=1e-3", "adamw=1e-3", "muon=0.02")
+CPU_WD = ("sgd_l2=2e-2", "adamw=5e-2")
+
+# The main job (`make demo`): MLP 3 x 256 + BatchNorm on mnist1d (3,200 / 800 / 1,000), five settings, 3 seeds.
+CPU = ForgettingConfig(
+    data=DataConfig(name="mnist1d", n_samples=5000, n_val=800),
+    model=ModelConfig(name="mlp", width=256, depth=3, batchnorm=True),
+    opt=OptConfig(setting_lr=CPU_LR, setting_weight_decay=CPU_WD),
+    train=TrainConfig(batch_size=128, epochs=80, eval_every=1, checkpoint_every=10),
+    sweep=SweepConfig(sigma_w=CPU_SIGMA, seeds=3, optimizers=("sgd", "sgd_l2", "adam", "adamw", "muon")),
+)
+# Every setting of the paper at CPU scale, 5 seeds.
+CPU_FULL = replace(CPU, sweep=replace(CPU.sweep, seeds=5, optimizers=ALL_SETTINGS))
+
+SMOKE = ForgettingConfig(
+    data=DataConfig(name="digits", n_val=200, n_train=600),
+    model=ModelConfig(name="mlp", width=32, depth=2, batchnorm=True),
+    opt=OptConfig(setting_lr=("sgd=0.05", "adam=1e-3")),
+    train=TrainConfig(batch_size=64, epochs=2, eval_every=1, checkpoint_every=1),
+    sweep=SweepConfig(sigma_w=(0.5, 2.0), seeds=1, optimizers=("sgd", "adam")),
+)
+
+# The paper's setting (accelerator): ResNet-9, CIFAR-10, b = 128, every optimizer, 3 seeds.
+PAPER = ForgettingConfig(
+    data=DataConfig(name="cifar10", n_val=5000, augment=True),
+    model=ModelConfig(name="resnet9", batchnorm=True),
+    opt=OptConfig(setting_lr=("sgd=0.01", "momentum=0.001", "nesterov=0.001", "adam=1e-3", "adamw=1e-3",
+                              "muon=0.02", "sgd_l2=0.1"),
+                  setting_weight_decay=("sgd_l2=1e-2", "adamw=5e-2")),
+    train=TrainConfig(batch_size=128, epochs=200, eval_every=1, checkpoint_every=5),
+    sweep=SweepConfig(sigma_w=SIGMA_GRID, seeds=3, optimizers=ALL_SETTINGS),
+)
+
+
+def _variants() -> dict[str, ForgettingConfig]:
+    """Batch-size, depth, long-horizon and L2-strength variants of the cpu and paper presets."""
+    out = {}
+    for b in (16, 32, 64, 128, 256):
+        out[f"cpu_b{b}"] = replace(CPU, train=replace(CPU.train, batch_size=b), sweep=replace(CPU.sweep, optimizers=("sgd",)))
+        out[f"paper_b{b}"] = replace(PAPER, train=replace(PAPER.train, batch_size=b))
+    for name in ("resnet20", "resnet56", "resnet110"):
+        out[f"paper_{name}"] = replace(PAPER, model=replace(PAPER.model, name=name),
+                                       sweep=replace(PAPER.sweep, optimizers=("sgd", "adam", "sgd_l2")))
+    out["cpu_long"] = replace(CPU, train=replace(CPU.train, epochs=1000, checkpoint_every=50, eval_every=5),
+                              sweep=replace(CPU.sweep, optimizers=("sgd",)))
+    for lam in ("5e-4", "5e-3", "2e-2", "5e-2"):
+        out[f"cpu_l2_{lam}"] = replace(CPU, opt=replace(CPU.opt, setting_weight_decay=(f"sgd_l2={lam}",)),
+                                       sweep=replace(CPU.sweep, optimizers=("sgd_l2",)))
+    return out
+
+
+PRESETS: dict[str, ForgettingConfig] = {"cpu": CPU, "cpu_full": CPU_FULL, "smoke": SMOKE, "paper": PAPER, **_variants()}
+
+
+def preset(name: str) -> ForgettingConfig:
+    """The named preset (a frozen dataclass: change it with `dataclasses.replace`)."""
+    if name not in PRESETS:
+        raise ConfigError(f"unknown preset {name!r} (choose from {', '.join(PRESETS)})")
+    return PRESETS[name]
+
+
+def validate(cfg: ForgettingConfig) -> None:
+    """Cheap checks before anything is written (data and model are checked again when built)."""
+    from jaxinit.forgetting.memory import check_selection
+    from jaxinit.optim import resolve_setting
+    validate_common(cfg)
+    if not cfg.sweep.optimizers or len(set(cfg.sweep.optimizers)) != len(cfg.sweep.optimizers):
+        raise ConfigError(f"--sweep.optimizers must list distinct setting labels, got {cfg.sweep.optimizers}")
+    for label in cfg.sweep.optimizers:
+        resolve_setting(label, cfg.opt)
+    check_selection(cfg.analysis.selection)
+    if cfg.data.dir and not Path(cfg.data.dir).expanduser().is_dir():
+        raise ConfigError(f"--data.dir={cfg.data.dir}: no such directory")

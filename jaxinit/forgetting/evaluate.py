@@ -1,0 +1,106 @@
+"""Evaluation rows: losses and accuracies on train / val / test and parameter norms, per member.
+
+One row per member per evaluated epoch, the metrics.jsonl schema of DESIGN.md plus `diverged_step`.
+Splits are padded once to a whole number of eval batches with a mask, so every batch has one shape
+(one compiled evaluation) and every example counts once.
+"""
+from __future__ import annotations
+
+import math
+from typing import NamedTuple
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+
+from jaxinit import distributed
+from jaxinit.forgetting.members import Chunk, chunk_to_stacked
+from jaxinit.forgetting.step import TrainState
+
+
+class EvalSplit(NamedTuple):
+    """A split padded to a whole number of eval batches, with a mask (one compiled shape)."""
+    x: jax.Array
+    y: jax.Array
+    mask: jax.Array
+    n: int
+    batch: int
+
+
+def pad_split(x: jax.Array, y: jax.Array, batch: int) -> EvalSplit:
+    n = int(x.shape[0])
+    batch = max(1, min(batch, n))
+    total = math.ceil(n / batch) * batch
+    pad = total - n
+    xp = jnp.concatenate([x, jnp.zeros((pad,) + x.shape[1:], x.dtype)]) if pad else x
+    yp = jnp.concatenate([y, jnp.zeros((pad,), y.dtype)]) if pad else y
+    return EvalSplit(xp, yp, jnp.arange(total) < n, n, batch)
+
+
+def eval_splits(ds, batch: int) -> dict[str, EvalSplit]:
+    return {"train": pad_split(ds.x_train, ds.y_train, batch), "val": pad_split(ds.x_val, ds.y_val, batch),
+            "test": pad_split(ds.x_test, ds.y_test, batch)}
+
+
+def evaluate_split(chunk: Chunk, state: TrainState, split: EvalSplit) -> tuple[np.ndarray, np.ndarray]:
+    """(mean loss, accuracy) per member of the chunk, as numpy arrays of shape (members,)."""
+    loss_sum, correct = 0.0, 0
+    for s in range(0, split.x.shape[0], split.batch):
+        sl = slice(s, s + split.batch)
+        l_, c_ = chunk.fns.eval(state.params, state.model_state, split.x[sl], split.y[sl], split.mask[sl])
+        loss_sum, correct = loss_sum + l_, correct + c_
+    loss_sum, correct = distributed.to_host((loss_sum, correct))
+    loss = np.atleast_1d(np.asarray(loss_sum, np.float64)) / split.n
+    acc = np.atleast_1d(np.asarray(correct, np.float64)) / split.n
+    return loss, acc
+
+
+def _finite_or_none(v: float) -> float | None:
+    return float(v) if math.isfinite(v) else None
+
+
+def eval_rows(chunk: Chunk, state: TrainState, splits: dict[str, EvalSplit], epoch: int) -> list[dict]:
+    """One metrics row per member of the chunk (DESIGN.md metrics.jsonl schema + per-layer norms)."""
+    results = {name: evaluate_split(chunk, state, sp) for name, sp in splits.items()}
+    nrm = distributed.to_host(chunk.fns.norms(state.params))
+    flags = chunk_to_stacked(chunk, state._replace(params=None, model_state=None, opt_state=None))
+    stacked = distributed.to_host(flags)   # only the step counters and divergence flags go to the host
+    rows = []
+    for j, m in enumerate(chunk.members):
+        steps = int(stacked.step[j])
+        row = {"member": m.index, "optimizer": m.optimizer, "sigma_w": m.sigma_w, "seed": m.seed,
+               "epoch": epoch, "step": steps, "lr": float(chunk.fns.schedule(max(steps - 1, 0)))}
+        for name, (loss, acc) in results.items():
+            row[f"{name}_loss"] = _finite_or_none(loss[j])
+            row[f"{name}_acc"] = float(acc[j])
+        row["param_norm"] = float(np.atleast_1d(nrm["param_norm"])[j])
+        row["param_norm_layers"] = {k: float(np.atleast_1d(v)[j]) for k, v in nrm["layers"].items()}
+        row["diverged"] = bool(stacked.diverged[j])
+        row["diverged_step"] = int(stacked.diverged_step[j]) if row["diverged"] else None
+        rows.append(row)
+    return rows
+
+
+def evaluate_all(groups: dict[str, list[Chunk]], states, splits, epoch: int) -> list[dict]:
+    rows = [r for label, chunks in groups.items()
+            for c, s in zip(chunks, states[label]) for r in eval_rows(c, s, splits, epoch)]
+    return sorted(rows, key=lambda r: r["member"])
+
+
+def learning_rates(schedule, steps: int) -> np.ndarray:
+    """eta_k for k = 0..steps-1 along the schedule actually used (input of the forgetting clocks)."""
+    if steps <= 0:
+        return np.zeros((0,), np.float64)
+    return np.asarray(jax.vmap(schedule)(jnp.arange(steps)), np.float64)
+
+
+def member_learning_rates(groups: dict[str, list[Chunk]], rows_final: list[dict]) -> dict[int, np.ndarray]:
+    """Per member, eta_k over the steps it actually took (a diverged member stops at divergence)."""
+    by_member = {r["member"]: r["step"] for r in rows_final}
+    out = {}
+    for chunks in groups.values():
+        schedule = chunks[0].fns.schedule
+        for c in chunks:
+            for m in c.members:
+                out[m.index] = learning_rates(schedule, by_member[m.index])
+    return out

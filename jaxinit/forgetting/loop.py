@@ -1,0 +1,209 @@
+"""The run loop: `fit(config, workdir=None, model=None) -> Result`, in memory or into a run directory.
+
+    from jaxinit import forgetting
+    res = forgetting.fit(forgetting.preset("smoke"))          # in memory: no file is written
+    res.summary["spread"]["sgd"]["spread_pp"]                 # the summary.json dict
+    res = forgetting.fit(cfg, model=MyFlaxModule())           # any flax module, swept over sigma_w
+
+With a `workdir`, metrics rows go to `metrics.jsonl` (appended and fsync-ed per evaluation), the
+member-stacked state to orbax checkpoints (`checkpoint_every` epochs, verified on restore), and the
+summary to `summary.json` at the end; `resume=True` continues from the newest usable checkpoint,
+regenerating or refusing damaged metrics rows (`records.py`). The loop is step-major (every chunk takes
+step i before any takes step i + 1), so a SIGINT / SIGTERM (`jaxinit.interrupt`) stops at a step
+boundary with a checkpoint of that exact point; the resumed run is bit-identical to an uninterrupted one.
+"""
+from __future__ import annotations
+
+import functools
+import hashlib
+import json
+import sys
+import time
+from pathlib import Path
+from typing import Any, NamedTuple
+
+import jax
+import numpy as np
+
+from jaxinit import data as data_lib
+from jaxinit import distributed, interrupt
+from jaxinit.config import ConfigError, to_dict
+from jaxinit.forgetting import memory
+from jaxinit.forgetting.evaluate import eval_splits, evaluate_all, member_learning_rates
+from jaxinit.forgetting.members import (Chunk, Member, chunk_args, chunk_size, default_strategy, init_chunk,
+                                        make_members, member_mesh, shard_members, split_chunks, stack, unstack)
+from jaxinit.forgetting.step import compiled_fns
+from jaxinit.optim import HEAVY_BALL_KINDS, OptSetting, resolve_setting
+
+
+class Sweep(NamedTuple):
+    """Everything static about a run: data, members and their compiled chunks per setting."""
+    ds: Any
+    members: list[Member]
+    settings: dict[str, OptSetting]
+    groups: dict[str, list[Chunk]]
+    steps_per_epoch: int
+    strategy: str
+    x_calib: Any
+
+
+class Result(NamedTuple):
+    summary: dict | None        # the summary.json dict (None on processes other than 0)
+    rows: list[dict] | None     # metrics rows, member-major within each evaluated epoch
+    states: dict[str, Any]      # {setting: member-stacked final TrainState}
+    sweep: Sweep
+    timing: dict
+
+
+# --------------------------------------------------------------------------- the sweep
+@functools.lru_cache(maxsize=32)
+def _registry_model(model_cfg, input_shape: tuple, n_classes: int):
+    from jaxinit.models import make_model
+    return make_model(model_cfg, input_shape, n_classes)
+
+
+_USER_MODELS: dict[int, tuple[Any, Any]] = {}
+
+
+def resolve_model(cfg, input_shape: tuple, n_classes: int, model=None) -> tuple[Any, Any]:
+    """(cache key, `Model`): the registry's model of ``cfg.model``, or a user's flax module / `Model`."""
+    from jaxinit.models import Model, from_flax
+    if model is None:
+        return (cfg.model, input_shape, n_classes), _registry_model(cfg.model, input_shape, n_classes)
+    if isinstance(model, Model):
+        return ("model", id(model)), model
+    if id(model) not in _USER_MODELS:   # keeps the module alive, so its id stays its own
+        _USER_MODELS[id(model)] = (model, from_flax(model, input_shape, cfg.model.base_init))
+    return ("module", id(model), input_shape), _USER_MODELS[id(model)][1]
+
+
+def has_conv(model) -> bool:
+    """Any kernel with a spatial window (ndim > 2 once stacked layer axes are set aside)."""
+    from jaxinit.init import is_kernel, stacked_axes
+    params, _ = jax.eval_shape(model.init, jax.random.key(0), 1.0)
+    return any(is_kernel(p) and x.ndim - stacked_axes(p) > 2
+               for p, x in jax.tree_util.tree_flatten_with_path(params)[0])
+
+
+def build_sweep(cfg, model=None) -> Sweep:
+    """Load data, resolve settings, model and strategy, and split each setting's members into chunks."""
+    ds = distributed.replicate(data_lib.load_dataset(cfg.data), member_mesh())
+    n_train = int(ds.x_train.shape[0])
+    if cfg.train.batch_size > n_train:
+        raise ConfigError(f"--train.batch_size={cfg.train.batch_size} is larger than the training split ({n_train})")
+    spe = data_lib.steps_per_epoch(n_train, cfg.train.batch_size)
+    key, mdl = resolve_model(cfg, tuple(ds.input_shape), int(ds.n_classes), model)
+    strategy = cfg.train.strategy if cfg.train.strategy != "auto" else default_strategy(has_conv(mdl))
+    settings = {label: resolve_setting(label, cfg.opt) for label in cfg.sweep.optimizers}
+    members = make_members(cfg.sweep.optimizers, cfg.sweep.sigma_w, cfg.sweep.seeds)
+    groups = {}
+    for label, setting in settings.items():
+        ms = [m for m in members if m.optimizer == label]
+        make = functools.partial(compiled_fns, key, mdl, tuple(ds.input_shape), setting, spe, cfg.train.epochs,
+                                 cfg.train.batch_size, cfg.data.augment)
+        groups[label] = split_chunks(ms, chunk_size(strategy, len(ms), cfg.train.chunk), make)
+    # BatchNorm calibration batch at init (step.calibrate_statistics): the first examples of the split.
+    x_calib = ds.x_train[:min(n_train, 4 * cfg.train.batch_size)]
+    return Sweep(ds, members, settings, groups, spe, strategy, x_calib)
+
+
+def init_states(sweep: Sweep) -> dict[str, list]:
+    mesh = member_mesh()
+    return {label: [shard_members(c, init_chunk(c, sweep.x_calib), mesh) for c in chunks]
+            for label, chunks in sweep.groups.items()}
+
+
+def train_epoch(sweep: Sweep, states, epoch: int, first_step: int = 0) -> tuple[dict, int]:
+    """Steps `first_step`.. of one epoch, step-major; stops early (returning the next step) on a signal."""
+    perms = {}
+    for label, chunks in sweep.groups.items():
+        for j, c in enumerate(chunks):
+            perms[label, j] = c.fns.perm(chunk_args(c)[1], np.int32(epoch), int(sweep.ds.x_train.shape[0]))
+    states = {label: list(s) for label, s in states.items()}
+    for i in range(first_step, sweep.steps_per_epoch):
+        if interrupt.pending() is not None:
+            return states, i
+        for label, chunks in sweep.groups.items():
+            for j, c in enumerate(chunks):
+                states[label][j], _ = c.fns.step(states[label][j], sweep.ds.x_train, sweep.ds.y_train,
+                                                 perms[label, j], np.int32(i), chunk_args(c)[1])
+    return states, sweep.steps_per_epoch
+
+
+# --------------------------------------------------------------------------- summary
+def clock_inputs(sweep: Sweep) -> tuple[dict, dict]:
+    """Per member (lambda of T_L2, heavy-ball mu of the effective step), from its setting."""
+    l2, mu = {}, {}
+    for m in sweep.members:
+        s = sweep.settings[m.optimizer]
+        l2[m.index] = float(s.l2) + float(s.weight_decay)
+        mu[m.index] = float(s.momentum) if s.kind in HEAVY_BALL_KINDS else 0.0
+    return l2, mu
+
+
+def summarize(cfg, sweep: Sweep, rows: list[dict]) -> dict:
+    last = max(r["epoch"] for r in rows)
+    etas = member_learning_rates(sweep.groups, [r for r in rows if r["epoch"] == last])
+    l2, mu = clock_inputs(sweep)
+    info = [{"member": m.index, "optimizer": m.optimizer, "sigma_w": m.sigma_w, "seed": m.seed} for m in sweep.members]
+    return memory.summarize(rows, info, etas, cfg.train.batch_size, l2, mu)
+
+
+def config_fingerprint(cfg) -> str:
+    return hashlib.sha256(json.dumps(to_dict(cfg), sort_keys=True).encode()).hexdigest()
+
+
+# --------------------------------------------------------------------------- fit
+def fit(cfg, workdir: str | Path | None = None, model=None, *, resume: bool = False, progress: bool = True) -> Result:
+    """Train every member of ``cfg.sweep``; see the module docstring. ``model``: a flax module (or a
+    `jaxinit.models.Model`) replacing ``cfg.model``'s registry model."""
+    from jaxinit.forgetting.sink import RunFiles
+    t0 = time.perf_counter()
+    sweep = build_sweep(cfg, model)
+    states = init_states(sweep)
+    splits = eval_splits(sweep.ds, cfg.train.eval_batch_size)
+    sink = RunFiles(Path(workdir), cfg, sweep, config_fingerprint(cfg), resume) if workdir is not None else None
+    if sink is not None:
+        epoch, step, states, rows = sink.start(states, splits)
+    else:
+        epoch, step, rows = 0, 0, evaluate_all(sweep.groups, states, splits, 0)
+    t_setup, epoch_times = time.perf_counter() - t0, []
+    bar = _progress(range(epoch + 1, cfg.train.epochs + 1), progress)
+    for e in bar:
+        t = time.perf_counter()
+        states, done = train_epoch(sweep, states, e, step if e == epoch + 1 else 0)
+        if done < sweep.steps_per_epoch:        # a signal: keep this exact point, then stop
+            if sink is not None:
+                sink.save(states, e - 1, done)
+            interrupt.check()
+        jax.block_until_ready(states)
+        epoch_times.append(time.perf_counter() - t)
+        last = e == cfg.train.epochs
+        if e % cfg.train.eval_every == 0 or last:
+            new = evaluate_all(sweep.groups, states, splits, e)
+            rows += new
+            if sink is not None:
+                sink.append(new)
+            bar.set_postfix(val_acc=f"{np.mean([r['val_acc'] for r in new]):.3f}")
+        if sink is not None and cfg.train.checkpoint_every and (e % cfg.train.checkpoint_every == 0 or last):
+            sink.save(states, e, 0)
+    summary = summarize(cfg, sweep, rows) if distributed.is_writer() else None
+    if sink is not None:
+        sink.finish(summary)
+    timing = _timing(sweep, t0, t_setup, epoch_times)
+    return Result(summary, rows if distributed.is_writer() else None, stack(sweep.groups, states), sweep, timing)
+
+
+def _progress(epochs, progress: bool):
+    from tqdm import tqdm
+    on = bool(progress) and hasattr(sys.stderr, "isatty") and sys.stderr.isatty()
+    return tqdm(epochs, desc="epochs", disable=not on)
+
+
+def _timing(sweep: Sweep, t0: float, t_setup: float, epoch_times: list[float]) -> dict:
+    steps = sweep.steps_per_epoch * len(epoch_times)
+    return {"platform": jax.default_backend(), "devices": jax.device_count(), "processes": jax.process_count(),
+            "strategy": sweep.strategy, "setup_s": t_setup, "total_s": time.perf_counter() - t0,
+            "epochs_run": len(epoch_times), "first_epoch_s": epoch_times[0] if epoch_times else None,
+            "median_epoch_s": float(np.median(epoch_times)) if epoch_times else None,
+            "member_steps_per_s": (len(sweep.members) * steps / sum(epoch_times)) if epoch_times else None}

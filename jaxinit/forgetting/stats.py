@@ -1,0 +1,78 @@
+"""Seed statistics of the initialization-memory spread: common sigma_w grid, per-seed spreads, t interval.
+
+Pure numbers (numpy, scipy.stats for the t quantile); no knowledge of rows or summaries, which
+`memory.spread` turns into the mappings used here.
+"""
+from __future__ import annotations
+
+import math
+from typing import Hashable, Mapping, Sequence
+
+import numpy as np
+
+CI_LEVEL = 0.95
+
+
+def common_grid(usable: Mapping[Hashable, set]) -> list:
+    """The sigma_w values usable in every seed: the sorted intersection of the seeds' sets.
+
+    `usable`: {seed: set of usable sigma_w}; a seed is listed only if it has at least one. Spreads of
+    different seeds are comparable only over the same grid, so every seed's spread is taken over this.
+    """
+    sets = list(usable.values())
+    return sorted(set.intersection(*map(set, sets))) if sets else []
+
+
+def per_seed_spreads(values: Mapping[Hashable, Mapping[float, float]], grid: Sequence[float]) -> list[float] | None:
+    """100 * (max - min over `grid`) per seed, in sorted seed order; None if a value is missing or not finite.
+
+    `values`: {seed: {sigma_w: accuracy (a fraction)}}. A seed's spread needs a finite value at every grid
+    point, else the seeds would again be compared over different sets of sigma_w.
+    """
+    if len(grid) < 2:
+        return None
+    out = []
+    for seed in sorted(values):
+        accs = [values[seed].get(s, math.nan) for s in grid]
+        if not all(math.isfinite(a) for a in accs):
+            return None
+        out.append(100.0 * (max(accs) - min(accs)))
+    return out
+
+
+def sample_std(xs: Sequence[float]) -> float | None:
+    """Standard deviation with ddof = 1; None below 2 values."""
+    return float(np.std(np.asarray(xs, np.float64), ddof=1)) if len(xs) >= 2 else None
+
+
+def t_interval(xs: Sequence[float], level: float = CI_LEVEL) -> list[float] | None:
+    """Student-t interval for the mean: mean -+ t_{(1+level)/2, n-1} s / sqrt(n); None below 2 values.
+
+    Treats the values (one spread per seed) as iid draws; the choice of the sigma_w grid and the
+    machine-to-machine (float-order) variation are not in it.
+    """
+    from scipy import stats  # scipy.stats costs ~0.3 s to import; only summaries need it
+
+    a = np.asarray(xs, np.float64)
+    if a.size < 2:
+        return None
+    half = float(stats.t.ppf(0.5 + level / 2, a.size - 1)) * float(a.std(ddof=1)) / math.sqrt(a.size)
+    mean = float(a.mean())
+    return [mean - half, mean + half]
+
+
+def seed_statistics(per_seed: Sequence[float] | None) -> tuple[float | None, float | None, list[float] | None]:
+    """(mean, std, 95 % t interval) of the per-seed spreads; all None when there are none."""
+    if not per_seed:
+        return None, None, None
+    return float(np.mean(per_seed)), sample_std(per_seed), t_interval(per_seed)
+
+
+def pearson(x: Sequence[float], y: Sequence[float]) -> float | None:
+    """Pearson r, or None with fewer than 3 points (2 points always give +-1) or zero variance."""
+    a, b = np.asarray(x, dtype=np.float64), np.asarray(y, dtype=np.float64)
+    ok = np.isfinite(a) & np.isfinite(b)
+    a, b = a[ok], b[ok]
+    if a.size < 3 or np.std(a) == 0 or np.std(b) == 0:
+        return None
+    return float(np.corrcoef(a, b)[0, 1])

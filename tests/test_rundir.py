@@ -1,0 +1,179 @@
+"""Run directories are owned: continuation, refusal, --overwrite, the lock, atomic files, provenance."""
+import errno
+import json
+import os
+import signal
+from dataclasses import dataclass
+
+import numpy as np
+import pytest
+
+from jaxinit import cli, files, interrupt, rundir
+from jaxinit.config import ConfigError, TrainConfig, apply_overrides
+
+
+@dataclass(frozen=True)
+class Cfg:
+    train: TrainConfig = TrainConfig()
+    """training"""
+
+
+CALLS = []
+
+
+def _main(cfg, out, resume):
+    CALLS.append((cfg.train.epochs, resume))
+    files.write_json(out / "summary.json", {"epochs": cfg.train.epochs})
+
+
+PRESETS = {"a": Cfg(), "b": apply_overrides(Cfg(), ["--train.epochs=3"])}
+
+
+def _run(argv):
+    CALLS.clear()
+    return cli.run_experiment("x", "doc", Cfg, PRESETS, "a", _main, "unused", argv=argv)
+
+
+def _one_error(capsys):
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and err[0].startswith("error:"), err
+    return err[0]
+
+
+def test_rerun_of_the_same_config_continues_the_run(tmp_path):
+    out = tmp_path / "o"
+    assert _run(["--out", str(out)]) == 0 and CALLS == [(10, False)]
+    assert _run(["--out", str(out)]) == 0 and CALLS == [(10, True)]       # resumed, nothing lost
+
+
+def test_rerun_of_another_config_is_refused_and_nothing_changes(tmp_path, capsys):
+    out = tmp_path / "o"
+    assert _run(["--out", str(out)]) == 0
+    before = {p.name: p.read_bytes() for p in out.iterdir() if p.is_file()}
+    capsys.readouterr()
+    assert _run(["--out", str(out), "--train.epochs=4"]) == 2
+    assert "another config (differs in train.epochs)" in _one_error(capsys) and CALLS == []
+    assert {p.name: p.read_bytes() for p in out.iterdir() if p.is_file()} == before
+
+
+def test_overwrite_replaces_only_the_runs_own_files(tmp_path):
+    out = tmp_path / "o"
+    assert _run(["--out", str(out)]) == 0
+    (out / "figures").mkdir()
+    (out / "figures" / "a.png").write_bytes(b"png")
+    assert _run(["--out", str(out), "--train.epochs=4", "--overwrite"]) == 0 and CALLS == [(4, False)]
+    assert json.loads((out / "config.json").read_text())["train"]["epochs"] == 4
+    assert not (out / "figures").exists()
+
+
+def test_a_directory_with_user_files_is_never_touched(tmp_path, capsys):
+    out = tmp_path / "o"
+    (out / "checkpoints").mkdir(parents=True)
+    (out / "checkpoints" / "model_epoch_90.pt").write_bytes(b"weights")
+    for extra in ([], ["--overwrite"]):
+        assert _run(["--out", str(out)] + extra) == 2
+        assert "not a run's" in _one_error(capsys)
+    assert (out / "checkpoints" / "model_epoch_90.pt").read_bytes() == b"weights"
+    assert not (out / "config.json").exists()
+
+
+def test_partial_run_needs_overwrite(tmp_path, capsys):
+    out = tmp_path / "o"
+    out.mkdir()
+    (out / "metrics.jsonl").write_text("{}\n")
+    assert _run(["--out", str(out)]) == 2
+    assert "without config.json" in _one_error(capsys)
+    assert _run(["--out", str(out), "--overwrite"]) == 0 and not (out / "metrics.jsonl").exists()
+
+
+def test_a_directory_in_use_is_refused_with_the_holders_name(tmp_path, capsys):
+    out = tmp_path / "o"
+    with rundir.RunLock(out):
+        assert _run(["--out", str(out)]) == 2
+        assert f"in use by pid {os.getpid()}" in _one_error(capsys)
+    assert _run(["--out", str(out)]) == 0          # released: the kernel drops a flock with its holder
+
+
+def test_inspect_states(tmp_path):
+    assert rundir.inspect(tmp_path / "none") == "new"
+    (tmp_path / "e").mkdir()
+    assert rundir.inspect(tmp_path / "e") == "new"
+    (tmp_path / "e" / "summary.json").write_text("{}")
+    assert rundir.inspect(tmp_path / "e") == "partial"
+    (tmp_path / "e" / "config.json").write_text("{}")
+    assert rundir.inspect(tmp_path / "e") == "run"
+    (tmp_path / "e" / "notes.txt").write_text("mine")
+    assert rundir.inspect(tmp_path / "e") == "foreign"
+
+
+def test_provenance_in_run_json(tmp_path):
+    out = tmp_path / "o"
+    assert _run(["--out", str(out)]) == 0
+    prov = json.loads((out / "run.json").read_text())["provenance"]
+    assert set(prov["versions"]) == {"jax", "jaxlib", "flax", "optax", "orbax-checkpoint", "numpy"}
+    assert prov["versions"]["jax"][0].isdigit() and prov["device_kind"] and prov["platform"] == "cpu"
+    assert prov["git_commit"] == "unknown" or len(prov["git_commit"].split("+")[0]) == 40
+    assert "provenance" not in json.loads((out / "summary.json").read_text())
+
+
+# --------------------------------------------------------------------------- atomic files
+def test_full_disk_is_one_line_and_leaves_nothing_behind(tmp_path, monkeypatch):
+    target = tmp_path / "summary.json"
+    target.write_text("old")
+
+    def no_space(fd):
+        raise OSError(errno.ENOSPC, "No space left on device")
+    monkeypatch.setattr(os, "fsync", no_space)
+    with pytest.raises(ConfigError, match="no space left on the device") as err:
+        files.write_json(target, {"a": 1})
+    assert "\n" not in str(err.value)
+    assert target.read_text() == "old" and [p.name for p in tmp_path.iterdir()] == ["summary.json"]
+
+
+def test_unencodable_and_overlong_paths_are_one_line(tmp_path):
+    with pytest.raises(ConfigError, match="path too long|cannot write"):
+        files.write_json(tmp_path / ("x" * 4000) / "a.json", {})
+    bad = os.fsdecode(os.fsencode(str(tmp_path)) + b"/\xff\xfe")
+    assert "\\xff" in files.safe_path(bad)
+
+
+def test_out_that_is_not_utf8_is_refused_before_anything_is_written(tmp_path, capsys):
+    bad = os.fsdecode(os.fsencode(str(tmp_path)) + b"/\xff\xfe")
+    assert _run(["--out", bad]) == 2
+    assert "not valid UTF-8" in _one_error(capsys) and list(tmp_path.iterdir()) == []
+
+
+def test_npz_round_trip_and_empty_file_is_one_line(tmp_path):
+    files.save_npz(tmp_path / "r.npz", a=np.arange(3))
+    np.testing.assert_array_equal(files.load_npz(tmp_path / "r.npz")["a"], np.arange(3))
+    (tmp_path / "z.npz").write_bytes(b"")
+    with pytest.raises(ConfigError, match="not a readable results file"):
+        files.load_npz(tmp_path / "z.npz")
+
+
+def test_nan_never_reaches_json(tmp_path):
+    with pytest.raises(ValueError):
+        files.write_json(tmp_path / "a.json", {"x": float("nan")})
+    assert not (tmp_path / "a.json").exists()
+
+
+# --------------------------------------------------------------------------- signals
+def test_a_signal_is_recorded_and_raised_at_the_next_check():
+    with interrupt.handled():
+        interrupt.check()                                   # nothing pending
+        os.kill(os.getpid(), signal.SIGTERM)
+        assert interrupt.pending() == signal.SIGTERM
+        with pytest.raises(interrupt.Interrupted) as stop:
+            interrupt.check()
+        assert stop.value.status == 143
+    assert interrupt.pending() is None
+
+
+def test_cli_turns_an_interrupt_into_one_line_and_the_signal_status(tmp_path, capsys):
+    def main(cfg, out, resume):
+        os.kill(os.getpid(), signal.SIGINT)
+        interrupt.check()
+    code = cli.run_experiment("x", "doc", Cfg, PRESETS, "a", main, "unused", argv=["--out", str(tmp_path / "o")])
+    err = capsys.readouterr().err.strip().splitlines()
+    assert code == 130 and len(err) == 1
+    assert "stopped by SIGINT" in err[0] and f"--out {tmp_path / 'o'} --resume" in err[0]
