@@ -1,0 +1,44 @@
+"""Forgetting on its own clock: each optimizer family swept along the clock the paper assigns it.
+
+Das et al. 2026 (arXiv 2605.29152), THEORY.md section 6: T_SGD = (1/b) sum eta_k^2 (sgd: lr and batch
+size; momentum: with its effective step eta / (1 - mu)), T_L2 = lambda sum eta_k (sgd_l2: lambda),
+T_adapt = sum eta_k (adam, adamw, muon: lr, and for adam also the number of epochs). Every point is a
+run of the forgetting study (3 seeds x 6 sigma_w by default) in DIR/points/<name>; an interrupted
+sweep continues with --resume (or by running the same command again).
+
+    python -m experiments.clocks                           # cpu preset (README: "Which clock?")
+    python -m experiments.clocks --preset smoke --out /tmp/c
+    python -m experiments.clocks --preset paper --data.dir=DIR     # accelerator
+
+Writes DIR/clocks.jsonl (one line per point: setting, clock, clock_value at the selected epoch,
+clock_value_end, spread_pp, spread_ci95, spread_pp_interpolated, n_seeds, lr, weight_decay,
+batch_size, epochs, and the kernel-norm growth against its random-walk prediction), DIR/summary.json
+(the lines and the verdicts per family: where the spread falls below half of low-LR SGD's and below
+5 pp, and how far apart the families' curves are where their clocks overlap) and DIR/figures/
+(spread_vs_own_clock.png, norm_growth.png, norms_<family>.png). Library: `jaxinit.forgetting.clocks`.
+"""
+from __future__ import annotations
+
+from pathlib import Path
+
+from jaxinit import cli
+from jaxinit.forgetting.clocks import PRESETS, ClocksConfig, run, validate
+
+
+def main(cfg: ClocksConfig, out: Path, resume: bool) -> None:
+    lines, verdicts = run(cfg, out)
+    for ln in lines:
+        sp = "-" if ln["spread_selected"] is None else f"{ln['spread_selected']:.1f}"
+        cv = "-" if ln["clock_value"] is None else f"{ln['clock_value']:.3g}"
+        print(f"{ln['point']:>26}  {ln['clock']:>7} = {cv:>8}  spread {sp} pp")
+    for fam, v in verdicts["families"].items():
+        print(f"{fam}: below half of low-LR SGD at {v['below_half_reference_at']}, below 5 pp at {v['below_5pp_at']}")
+
+
+def run_cli(argv: list[str] | None = None) -> int:
+    return cli.run_experiment("experiments.clocks", __doc__, ClocksConfig, PRESETS, "cpu", main, "runs/clocks",
+                              validate=validate, argv=argv)
+
+
+if __name__ == "__main__":
+    raise SystemExit(run_cli())

@@ -1,0 +1,331 @@
+"""Forgetting on its own clock: each optimizer family swept along the clock the paper gives it.
+
+Das et al. 2026 (THEORY.md section 6): memory of sigma_w should decay on each mechanism's cumulative
+clock, not with the epoch count: `T_SGD = (1/b) sum eta_k^2` (minibatch noise; plain SGD and, with the
+effective step eta / (1 - mu), heavy-ball momentum), `T_L2 = lambda sum eta_k` (explicit decay, sgd_l2)
+and `T_adapt = sum eta_k` (adaptive preconditioning: adam, adamw, muon). A *point* is one run of the
+forgetting study (`fit`) with one setting at one (lr, decay, batch size, epochs); each family is swept
+over its own clock by varying what its clock is made of (lr and batch size for sgd, lambda for sgd_l2,
+lr and epochs for the adaptive family). Every point is its own run directory under `DIR/points/`, so an
+interrupted sweep continues where it stopped.
+
+Outputs per point (`line`): the setting, its clock's name, the median clock over members at the
+selected epoch (`clock_value`) and at the end (`clock_value_end`), the spread under the paper's rule
+with its t interval, the interpolated-selection and final spreads, n seeds and the point's knobs.
+`verdicts`: per family, the clock value where the spread first falls below half of low-LR SGD's
+(the `reference` point) and below 5 pp (log-linear interpolation between the bracketing points), or
+None within the swept range; `collapse`: for each pair of families the largest spread difference
+where their clock ranges overlap (interpolated in log clock) -- the paper's organising claim is that
+families put on their own clocks fall on one curve.
+"""
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, replace
+from typing import Any, NamedTuple, Sequence
+
+import numpy as np
+
+from jaxinit.config import ConfigError, DataConfig, ModelConfig, OptConfig, SweepConfig, TrainConfig, check_float32
+from jaxinit.forgetting.config import AnalysisConfig, ForgettingConfig, CPU, SMOKE, PAPER
+
+FAMILY_CLOCK = {"sgd": "T_SGD", "momentum": "T_SGD", "sgd_l2": "T_L2", "adam": "T_adapt", "adamw": "T_adapt",
+                "muon": "T_adapt"}
+HALF, FLOOR_PP = 0.5, 5.0
+
+
+@dataclass(frozen=True)
+class ClockSweep:
+    families: tuple[str, ...] = ("sgd", "momentum", "sgd_l2", "adam", "adamw", "muon")
+    """families to sweep (each along its own clock): sgd momentum sgd_l2 adam adamw muon"""
+    sgd_lr: tuple[float, ...] = (0.0125, 0.025, 0.05, 0.1, 0.2)
+    """sgd learning rates at the base batch size (T_SGD = lr^2 x steps / b)"""
+    sgd_batch: tuple[int, ...] = (16, 32, 64, 256)
+    """sgd batch sizes at the reference lr (more steps per epoch and more noise per step)"""
+    momentum_lr: tuple[float, ...] = (0.00125, 0.0025, 0.005, 0.01, 0.02)
+    """momentum (mu = opt.momentum) learning rates; the clock uses eta / (1 - mu)"""
+    sgd_l2_lambda: tuple[float, ...] = (1e-4, 5e-4, 2e-3, 5e-3, 2e-2, 5e-2)
+    """sgd_l2 coupled L2 coefficients at lr sgd_l2_lr (T_L2 = lambda x lr x steps)"""
+    sgd_l2_lr: float = 0.1
+    """sgd_l2 learning rate"""
+    adaptive_lr: tuple[float, ...] = (2.5e-5, 1e-4, 4e-4, 1.6e-3, 6.4e-3, 2.5e-2)
+    """adam / adamw / muon learning rates (T_adapt = lr x steps)"""
+    adam_lr_epochs: tuple[str, ...] = ()
+    """extra adam points lr@epochs (e.g. 0.0064@20): T_adapt reached with fewer / more steps"""
+    adamw_weight_decay: float = 5e-2
+    """adamw's decoupled weight decay at every point"""
+    reference_lr: float = 0.05
+    """low-LR SGD: the sgd point at this lr and the base batch size is the reference spread"""
+
+
+@dataclass(frozen=True)
+class ClocksConfig:
+    data: DataConfig = CPU.data
+    """data set and splits (shared by every point)"""
+    model: ModelConfig = CPU.model
+    """the network"""
+    opt: OptConfig = OptConfig()
+    """optimizer options shared by every point (schedule, momentum mu, Adam betas)"""
+    train: TrainConfig = CPU.train
+    """base batch size and epochs; points change one of them where their sweep says so"""
+    sweep: SweepConfig = replace(CPU.sweep, optimizers=())
+    """sigma_w values and seeds of every point (optimizers come from the families)"""
+    clocks: ClockSweep = ClockSweep()
+    """the per-family sweeps"""
+    analysis: AnalysisConfig = AnalysisConfig()
+    """selection rule of the figure and verdicts"""
+
+
+class Point(NamedTuple):
+    name: str             # directory name under points/
+    family: str           # setting label
+    clock: str            # the family's own clock
+    lr: float
+    weight_decay: float   # L2 (sgd_l2) or decoupled decay (adamw); 0 otherwise
+    batch_size: int
+    epochs: int
+    reference: bool = False
+
+
+def _tag(x: float) -> str:
+    return f"{x:.3g}".replace("+", "")
+
+
+def points(cfg: ClocksConfig) -> list[Point]:
+    """Every point of the sweep, in family order (names are stable: they are directory names)."""
+    c, b, e = cfg.clocks, cfg.train.batch_size, cfg.train.epochs
+    out: list[Point] = []
+    for fam in c.families:
+        if fam == "sgd":
+            out += [Point(f"sgd_lr{_tag(lr)}_b{b}", fam, "T_SGD", lr, 0.0, b, e, lr == c.reference_lr)
+                    for lr in c.sgd_lr]
+            out += [Point(f"sgd_lr{_tag(c.reference_lr)}_b{bb}", fam, "T_SGD", c.reference_lr, 0.0, bb, e)
+                    for bb in c.sgd_batch if bb != b]
+        elif fam == "momentum":
+            out += [Point(f"momentum_lr{_tag(lr)}_b{b}", fam, "T_SGD", lr, 0.0, b, e) for lr in c.momentum_lr]
+        elif fam == "sgd_l2":
+            out += [Point(f"sgd_l2_lam{_tag(lam)}", fam, "T_L2", c.sgd_l2_lr, lam, b, e) for lam in c.sgd_l2_lambda]
+        else:
+            wd = c.adamw_weight_decay if fam == "adamw" else 0.0
+            out += [Point(f"{fam}_lr{_tag(lr)}_e{e}", fam, "T_adapt", lr, wd, b, e) for lr in c.adaptive_lr]
+            if fam == "adam":
+                out += [Point(f"adam_lr{_tag(lr)}_e{ee}", fam, "T_adapt", lr, 0.0, b, ee)
+                        for lr, ee in map(lr_at_epochs, c.adam_lr_epochs)]
+    return out
+
+
+def lr_at_epochs(text: str) -> tuple[float, int]:
+    """``"0.0064@20"`` -> (0.0064, 20); anything else is a one-line ConfigError."""
+    lr, sep, epochs = text.partition("@")
+    try:
+        value, n = float(lr), int(epochs)
+    except ValueError:
+        raise ConfigError(f"--clocks.adam_lr_epochs: expected lr@epochs, got {text!r}") from None
+    if not sep or not value > 0 or n < 1:
+        raise ConfigError(f"--clocks.adam_lr_epochs: expected lr@epochs with lr > 0 and epochs >= 1, got {text!r}")
+    return value, n
+
+
+def point_config(cfg: ClocksConfig, p: Point) -> ForgettingConfig:
+    """The forgetting-study config of one point (one setting, its lr and decay, batch size, epochs)."""
+    decay = (f"{p.family}={p.weight_decay}",) if p.family in ("sgd_l2", "adamw", "muon") else ()
+    opt = replace(cfg.opt, lr=None, weight_decay=None, setting_lr=(f"{p.family}={p.lr}",), setting_weight_decay=decay)
+    train = replace(cfg.train, batch_size=p.batch_size, epochs=p.epochs,
+                    checkpoint_every=min(cfg.train.checkpoint_every, p.epochs) if cfg.train.checkpoint_every else 0)
+    return ForgettingConfig(data=cfg.data, model=cfg.model, opt=opt, train=train,
+                            sweep=replace(cfg.sweep, optimizers=(p.family,)), analysis=cfg.analysis)
+
+
+def validate(cfg: ClocksConfig) -> None:
+    from jaxinit.forgetting.config import validate as validate_point
+    c = cfg.clocks
+    unknown = [f for f in c.families if f not in FAMILY_CLOCK]
+    if unknown or not c.families or len(set(c.families)) != len(c.families):
+        raise ConfigError(f"--clocks.families: unknown or repeated family in {c.families}; "
+                          f"known: {', '.join(FAMILY_CLOCK)}")
+    for name in ("sgd_lr", "momentum_lr", "sgd_l2_lambda", "adaptive_lr"):
+        values = getattr(c, name)
+        if any(not v > 0 for v in values):
+            raise ConfigError(f"--clocks.{name}: values must be > 0, got {values}")
+        for v in values:
+            check_float32(f"clocks.{name}", v)
+    if any(v < 1 for v in c.sgd_batch):
+        raise ConfigError("--clocks.sgd_batch values must be >= 1")
+    for text in c.adam_lr_epochs:
+        lr_at_epochs(text)
+    empty = [f for f in c.families if not any(p.family == f for p in points(cfg))]
+    if empty:
+        raise ConfigError(f"--clocks: the sweep of {empty[0]} is empty; give its values")
+    if "sgd" in c.families and c.reference_lr not in c.sgd_lr:
+        raise ConfigError(f"--clocks.reference_lr={c.reference_lr} must be one of --clocks.sgd_lr {c.sgd_lr}")
+    for p in points(cfg):
+        validate_point(point_config(cfg, p))
+
+
+# --------------------------------------------------------------------------- results
+def line(p: Point, summary: dict, selection: str = "best_val") -> dict[str, Any]:
+    """The clocks.jsonl line of a finished point (its summary.json)."""
+    from jaxinit.forgetting.memory import selection_keys
+    s = summary["spread"][p.family]
+    keys = selection_keys(selection)
+    return {"point": p.name, "setting": p.family, "clock": p.clock,
+            "clock_value": (s.get(keys["clocks"]) or {}).get(p.clock),
+            "clock_value_end": (s.get("clocks") or {}).get(p.clock),
+            "spread_pp": s.get("spread_pp"), "spread_ci95": s.get("spread_ci95"),
+            "spread_pp_interpolated": s.get("spread_pp_interpolated"), "spread_pp_final": s.get("spread_pp_final"),
+            "selection": selection, "spread_selected": s.get(keys["spread"]), "ci_selected": s.get(keys["ci"]),
+            "train_acc_at_best_min": s.get("train_acc_at_best_min"), "n_seeds": s.get("n_seeds"),
+            "n_dropped": s.get("n_dropped"), "lr": p.lr, "weight_decay": p.weight_decay,
+            "batch_size": p.batch_size, "epochs": p.epochs, "reference": p.reference,
+            "kernel_norm_final_median": _median([m.get("kernel_norm_final") for m in summary["members"]]),
+            "kernel_norm_init_median": _median([m.get("kernel_norm_init") for m in summary["members"]])}
+
+
+def _median(xs: Sequence[Any]) -> float | None:
+    vals = [float(x) for x in xs if x is not None]
+    return float(np.median(vals)) if vals else None
+
+
+def crossing(xs: Sequence[float], ys: Sequence[float], level: float) -> float | None:
+    """The first clock value where the spread falls below ``level``, log-linear between the bracketing
+    points (points sorted by clock); the first point's clock if it already is below; None if never."""
+    pts = sorted((x, y) for x, y in zip(xs, ys) if x is not None and y is not None and x > 0)
+    for i, (x, y) in enumerate(pts):
+        if y < level:
+            if i == 0:
+                return x
+            (x0, y0) = pts[i - 1]
+            t = (y0 - level) / (y0 - y)
+            return float(math.exp(math.log(x0) + t * (math.log(x) - math.log(x0))))
+    return None
+
+
+def verdicts(lines: Sequence[dict], key: str = "spread_selected") -> dict[str, Any]:
+    """Per family: where its spread falls below half the reference and below 5 pp, on its own clock."""
+    ref = [ln for ln in lines if ln["reference"] and ln[key] is not None]
+    ref_spread = ref[0][key] if ref else None
+    out: dict[str, Any] = {"reference_spread_pp": ref_spread, "families": {}}
+    for fam in dict.fromkeys(ln["setting"] for ln in lines):
+        mine = [ln for ln in lines if ln["setting"] == fam]
+        xs, ys = [ln["clock_value"] for ln in mine], [ln[key] for ln in mine]
+        known = [(x, y) for x, y in zip(xs, ys) if x is not None and y is not None]
+        out["families"][fam] = {
+            "clock": mine[0]["clock"],
+            "clock_range": [min(x for x, _ in known), max(x for x, _ in known)] if known else None,
+            "spread_range_pp": [min(y for _, y in known), max(y for _, y in known)] if known else None,
+            "below_half_reference_at": crossing(xs, ys, HALF * ref_spread) if ref_spread is not None else None,
+            "below_5pp_at": crossing(xs, ys, FLOOR_PP)}
+    out["collapse"] = collapse(lines, key)
+    return out
+
+
+def _interp_log(x: float, pts: list[tuple[float, float]]) -> float:
+    lx = [math.log(p[0]) for p in pts]
+    return float(np.interp(math.log(x), lx, [p[1] for p in pts]))
+
+
+def collapse(lines: Sequence[dict], key: str = "spread_selected", n_grid: int = 9) -> list[dict]:
+    """For each pair of families, the max |spread difference| (pp) over their common clock range."""
+    curves = {}
+    for fam in dict.fromkeys(ln["setting"] for ln in lines):
+        pts = sorted((ln["clock_value"], ln[key]) for ln in lines if ln["setting"] == fam
+                     and ln["clock_value"] and ln[key] is not None)
+        if len(pts) >= 2:
+            curves[fam] = pts
+    out = []
+    fams = list(curves)
+    for i, a in enumerate(fams):
+        for b in fams[i + 1:]:
+            lo = max(curves[a][0][0], curves[b][0][0])
+            hi = min(curves[a][-1][0], curves[b][-1][0])
+            if not lo < hi:
+                out.append({"families": [a, b], "overlap": None, "max_gap_pp": None})
+                continue
+            grid = np.geomspace(lo, hi, n_grid)
+            gaps = [abs(_interp_log(x, curves[a]) - _interp_log(x, curves[b])) for x in grid]
+            out.append({"families": [a, b], "clock": [FAMILY_CLOCK[a], FAMILY_CLOCK[b]], "overlap": [lo, hi],
+                        "max_gap_pp": float(max(gaps)), "mean_gap_pp": float(np.mean(gaps))})
+    return out
+
+
+# --------------------------------------------------------------------------- presets
+SMOKE_CLOCKS = ClocksConfig(
+    data=SMOKE.data, model=SMOKE.model, train=SMOKE.train, sweep=replace(SMOKE.sweep, optimizers=()),
+    clocks=ClockSweep(families=("sgd", "adam"), sgd_lr=(0.02, 0.05), sgd_batch=(), adaptive_lr=(1e-3, 1e-2),
+                      reference_lr=0.05))
+# adam at T_adapt = 3.2 three ways: lr 1.6e-3 x 80 epochs (the lr sweep), 6.4e-3 x 20, 4e-4 x 320.
+CPU_CLOCKS = ClocksConfig(clocks=ClockSweep(adam_lr_epochs=("0.0064@20", "0.0004@320")))
+PAPER_CLOCKS = ClocksConfig(
+    data=PAPER.data, model=PAPER.model, train=PAPER.train, sweep=replace(PAPER.sweep, optimizers=()),
+    clocks=ClockSweep(sgd_lr=(0.0025, 0.005, 0.01, 0.02, 0.04), sgd_batch=(32, 64, 256), reference_lr=0.01,
+                      momentum_lr=(0.00025, 0.0005, 0.001, 0.002, 0.004),
+                      sgd_l2_lambda=(1e-4, 5e-4, 2e-3, 1e-2), adaptive_lr=(1e-5, 1e-4, 1e-3, 1e-2)))
+PRESETS = {"cpu": CPU_CLOCKS, "smoke": SMOKE_CLOCKS, "paper": PAPER_CLOCKS}
+
+
+# --------------------------------------------------------------------------- running
+def kernel_weights(res) -> int:
+    """Number of kernel weights of one member (conv and dense kernels, head included)."""
+    import jax
+    from jaxinit.init import is_kernel
+    params = next(iter(res.states.values())).params
+    return int(sum(x[0].size for p, x in jax.tree_util.tree_flatten_with_path(params)[0] if is_kernel(p)))
+
+
+def with_mechanism(ln: dict, summary: dict, n_kernel: int) -> dict:
+    """Norm growth of the kernels against a random walk of per-coordinate steps of size eta.
+
+    Adam's update is eta times a direction of O(1) per coordinate; if successive steps were
+    independent, ||W_T||^2 = ||W_0||^2 + P sum_k eta_k^2 (P kernel weights), i.e. growth sqrt(P sum
+    eta^2) = sqrt(P b T_SGD). If they were aligned, the growth would be sqrt(P) sum eta = sqrt(P) T_adapt.
+    """
+    growth = []
+    for m in summary["members"]:
+        a, b = m.get("kernel_norm_init"), m.get("kernel_norm_final")
+        if a is not None and b is not None:
+            growth.append(math.sqrt(max(b * b - a * a, 0.0)))
+    t_sgd = (summary["spread"][ln["setting"]].get("clocks") or {}).get("T_SGD")
+    t_adapt = (summary["spread"][ln["setting"]].get("clocks") or {}).get("T_adapt")
+    return {**ln, "n_kernel_weights": n_kernel, "kernel_growth_median": _median(growth),
+            "growth_random_walk": math.sqrt(n_kernel * ln["batch_size"] * t_sgd) if t_sgd is not None else None,
+            "growth_aligned": math.sqrt(n_kernel) * t_adapt if t_adapt is not None else None}
+
+
+def run_point(cfg: ClocksConfig, p: Point, out, progress: bool = True) -> dict:
+    """Train one point into ``out/points/<name>`` (continuing it if it is there) and return its line."""
+    from pathlib import Path
+    from jaxinit import files, rundir
+    from jaxinit.config import to_dict
+    from jaxinit.forgetting.loop import fit
+    d = Path(out) / "points" / p.name
+    pcfg = point_config(cfg, p)
+    if d.exists() and (d / "config.json").exists() and rundir.read_saved_config(d) != _json(to_dict(pcfg)):
+        raise ConfigError(f"{d} holds a point of another config; rerun with --overwrite")
+    resume = d.exists() and any(x.name != "config.json" for x in d.iterdir())
+    files.write_json(d / "config.json", to_dict(pcfg))
+    res = fit(pcfg, d, resume=resume, progress=progress)
+    files.write_json(d / "run.json", res.timing)
+    return with_mechanism(line(p, res.summary, cfg.analysis.selection), res.summary, kernel_weights(res))
+
+
+def _json(x):
+    import json
+    return json.loads(json.dumps(x))
+
+
+def run(cfg: ClocksConfig, out, progress: bool = True) -> tuple[list[dict], dict]:
+    """Every point (in order), then clocks.jsonl, summary.json (lines + verdicts) and the figures."""
+    from pathlib import Path
+    from jaxinit import files, interrupt
+    lines = []
+    for i, p in enumerate(points(cfg)):
+        interrupt.check()
+        print(f"[{i + 1}/{len(points(cfg))}] {p.name}", flush=True)
+        lines.append(run_point(cfg, p, out, progress))
+    out = Path(out)
+    v = verdicts(lines)
+    files.write_jsonl(out / "clocks.jsonl", lines)
+    from jaxinit.forgetting import clock_plots
+    clock_plots.make_all(out, lines, v)
+    files.write_json(out / "summary.json", {"lines": lines, "verdicts": v})
+    return lines, v
