@@ -33,7 +33,7 @@ from jaxinit.files import safe_path
 # Every name any experiment writes into its run directory (files and folders).
 RUN_FILES = frozenset({
     "config.json", "metrics.jsonl", "summary.json", "run.json", "figures", "checkpoints", "results",
-    "clocks.jsonl", "phase_diagram.npz", "timing.json", "benchmark.jsonl", "table.md", ".lock",
+    "clocks.jsonl", "points", "phase_diagram.npz", "timing.json", "benchmark.jsonl", "table.md", ".lock",
 })
 LOCK = ".lock"
 
@@ -93,6 +93,7 @@ _FOLDER_ENTRIES = {
     "checkpoints": lambda n: n.split(".")[0].isdigit(),          # orbax step folders (and their .tmp twins)
     "figures": lambda n: n.endswith((".png", ".pdf", ".svg", ".tmp")),
     "results": lambda n: n.endswith((".npz", ".json", ".tmp")),
+    "points": lambda n: not n.startswith("."),                   # run directories of a clock sweep
 }
 
 

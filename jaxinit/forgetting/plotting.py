@@ -45,10 +45,8 @@ class StaleSummaryError(ValueError):
 
 
 def _save(fig: Figure, path: str | Path) -> Path:
-    path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fig.savefig(path, dpi=_DPI, bbox_inches="tight")
-    return path
+    from jaxinit.files import save_figure
+    return save_figure(fig, path, dpi=_DPI, bbox_inches="tight")   # atomic: never half a PNG
 
 
 def _all_positive(xs: Sequence[float]) -> bool:
