@@ -4,7 +4,10 @@ What is scaled, exactly:
 
 - every leaf named ``"kernel"`` (conv kernels ``(*window, C_in, C_out)``, dense kernels ``(D_in, D_out)``,
   the classifier included) is ``sigma_w * W_base`` with ``W_base`` drawn from ``base_init``;
-- biases are 0, BatchNorm scale 1 and bias 0, BatchNorm running statistics 0 / 1: they are left alone.
+- biases (leaves named ``"bias"`` outside a normaliser) are 0, or, in the mean-field convention
+  (``bias_init="normal"``), ``sigma_b * N(0, 1)``;
+- every other leaf (BatchNorm scale 1 and bias 0, its running statistics 0 / 1, ...) keeps the
+  module's own initial value and is never scaled.
 
 Base initializers (untruncated Gaussians, fan_in = prod(window) * C_in, fan_out = prod(window) * C_out):
 
@@ -19,14 +22,16 @@ Base initializers (untruncated Gaussians, fan_in = prod(window) * C_in, fan_out 
 THEORY.md's ``sigma_w2`` (``W_ij ~ N(0, sigma_w2 / fan_in)``). With ``he_normal``, ``sigma_w = 1``
 means ``sigma_w2 = 2``, the ReLU edge of chaos.
 
-Any flax module: its parameter tree is built once (`jaxinit.models.from_flax`), then per member
+Any flax module: its parameter tree is built once (`jaxinit.models.core.from_flax`), then per member
 `base_draw` fills the kernels (and, for the mean-field models, the biases) from the member's key and
 `scale_params` multiplies them by the traced scales. Weights must be named ``"kernel"`` with the
 layout ``(*window, in, out)`` (flax's Dense and Conv), biases ``"bias"``.
 
 Pairing: a model draws its base parameters once from ``key`` (`fill_kernels`: one flat N(0, 1) draw
-for all kernels) and then multiplies kernels by ``sigma_w``, so members that share a key but differ in
-``sigma_w`` have exactly proportional kernels (same base Gaussian draws). ``sigma_w`` may be a traced
+for all kernels, sliced in the tree's flatten order, i.e. sorted by path) and then multiplies kernels by
+``sigma_w``, so members that share a key but differ in ``sigma_w`` have exactly proportional kernels (same
+base Gaussian draws). A kernel's draw depends on the paths and sizes of the kernels sorted before it:
+renaming a sub-module changes the draws. ``sigma_w`` may be a traced
 scalar: init is vmappable over ``(keys, sigma_w)`` and changing ``sigma_w`` never recompiles.
 
 Note (THEORY.md §6): with BatchNorm after every conv, scaling the kernels does not change the function
@@ -37,7 +42,7 @@ logits are exactly ``sigma_w`` times those at ``sigma_w = 1`` (again up to BN's 
 from __future__ import annotations
 
 import math
-from typing import Any, Callable
+from typing import Any
 
 import jax
 import jax.numpy as jnp
@@ -164,18 +169,36 @@ def fill_biases(key: jax.Array, params: Any) -> Any:
 BIAS_INITS = ("zeros", "normal")
 
 
+def check_bias_init(name: str) -> str:
+    if name not in BIAS_INITS:
+        raise ConfigError(f"bias_init must be one of {'|'.join(BIAS_INITS)}, got {name!r}")
+    return name
+
+
+def zero_drawn(params: Any) -> Any:
+    """Kernels and biases (the leaves `base_draw` redraws) as zeros; every other leaf unchanged."""
+    siblings = _sibling_names(params)
+    drawn = lambda p: is_kernel(p) or is_bias(p, siblings[tuple(p)])
+    return jax.tree_util.tree_map_with_path(lambda p, x: jnp.zeros_like(x) if drawn(p) else x, params)
+
+
+# Kernels are drawn from the member's key itself, as the pre-flax models did (same key, same kernels).
+# Biases come from fold_in(key, BIAS_STREAM). With jax's default (partitionable) threefry, fold_in(key, d)
+# is threefry at counter (0, d), the counter a draw from `key` uses for its entry d: so d lies beyond
+# any kernel draw (< 2**31 entries) and the two streams never share a counter.
+BIAS_STREAM = 2**31 - 1
+
+
 def base_draw(key: jax.Array, template: Any, base_init: str, bias_init: str = "zeros") -> Any:
     """The unscaled parameters of one network: kernels from `base_init` (`fill_kernels`), biases 0
     (``"zeros"``) or N(0, 1) (``"normal"``, the mean-field convention), every other leaf (BatchNorm
     gains, ...) as in ``template``. ``template`` may be any flax parameter tree (its kernel and bias
-    values are ignored). Kernel and bias draws come from independent streams of ``key``."""
+    values are ignored). Kernels come from ``key``, biases from ``fold_in(key, BIAS_STREAM)``."""
     check_base_init(base_init)
-    if bias_init not in BIAS_INITS:
-        raise ConfigError(f"bias_init must be one of {'|'.join(BIAS_INITS)}, got {bias_init!r}")
-    k_kernel, k_bias = jax.random.split(key)
-    params = fill_kernels(k_kernel, template, base_init)
+    check_bias_init(bias_init)
+    params = fill_kernels(key, template, base_init)
     if bias_init == "normal":
-        return fill_biases(k_bias, params)
+        return fill_biases(jax.random.fold_in(key, BIAS_STREAM), params)
     siblings = _sibling_names(params)
     return jax.tree_util.tree_map_with_path(
         lambda p, x: jnp.zeros_like(x) if is_bias(p, siblings[tuple(p)]) else x, params)
@@ -190,17 +213,6 @@ def scale_params(params: Any, sigma_w: jax.Array | float, sigma_b: jax.Array | f
     """
     params = scale_kernels(params, sigma_w)
     return params if sigma_b is None else scale_biases(params, sigma_b)
-
-
-def scaled_init(structure: Callable[[], tuple[Any, Any]], base_init: str) -> Callable:
-    """(Pre-flax models; removed once every model is a flax module.) ``init(key, sigma_w)`` from
-    ``structure() -> (params, state)`` with placeholder kernels."""
-    check_base_init(base_init)
-
-    def init(key: jax.Array, sigma_w: jax.Array | float = 1.0):
-        params, state = structure()
-        return scale_kernels(fill_kernels(key, params, base_init), sigma_w), state
-    return init
 
 
 def key_name(k: Any) -> str:

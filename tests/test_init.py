@@ -7,7 +7,8 @@ import numpy as np
 import pytest
 
 from jaxinit.config import ConfigError, ModelConfig
-from jaxinit.init import BASE_INITS, base_std, fill_kernels, is_kernel, scale_kernels
+from jaxinit.init import (BASE_INITS, BIAS_STREAM, base_draw, base_std, fill_kernels, is_bias, is_kernel,
+                          scale_kernels, scale_params, zero_drawn)
 from jaxinit.models import make_model
 
 MLP = ModelConfig(name="mlp", width=16, depth=2, batchnorm=True)
@@ -77,6 +78,36 @@ def test_pairing_kernels_proportional_others_equal(cfg):
     jax.tree.map(np.testing.assert_array_equal, s1, s2)
     bn = p1["bn_0"] if cfg.name == "mlp" else p1["stem"]["bn"]
     assert np.all(np.asarray(bn["scale"]) == 1) and np.all(np.asarray(bn["bias"]) == 0)
+    stats = s1["batch_stats"]["bn_0"] if cfg.name == "mlp" else s1["batch_stats"]["stem"]["bn"]
+    assert np.all(np.asarray(stats["mean"]) == 0) and np.all(np.asarray(stats["var"]) == 1)
+
+
+# Entries of the pre-flax implementation (git 4a44220) at key(0), sigma_w = 1, input (8, 8, 1): the
+# draws depend on every kernel's path and size (flatten order), so these pin the sub-module names.
+PINNED = [
+    (MLP, ("dense_0", "kernel"), (0, slice(0, 3)), [0.28684533, 0.3580196, -0.07664939]),
+    (MLP, ("head", "kernel"), (0, slice(0, 3)), [0.94758666, 0.19430527, -0.65913445]),
+    (RESNET, ("stage2_block0", "unit1", "conv", "kernel"), (0, 0, 0, slice(0, 3)), [-0.039639443, 0.3239274, -0.2106917]),
+    (RESNET, ("stem", "conv", "kernel"), (0, 0, 0, slice(0, 3)), [-0.37190527, -0.3258914, -0.59436816]),
+    (ModelConfig(name="resnet9", width_mult=0.125), ("res3b", "conv", "kernel"), (0, 0, 0, slice(0, 3)),
+     [0.12803909, 0.109695144, -0.042785157]),
+]
+
+
+@pytest.mark.parametrize("cfg, path, index, expected", PINNED)
+def test_base_draws_equal_the_pre_flax_implementation(cfg, path, index, expected):
+    params, _ = jax.jit(make_model(cfg, (8, 8, 1), 10).init)(jax.random.key(0), 1.0)
+    for name in path:
+        params = params[name]
+    np.testing.assert_allclose(np.asarray(params[index]), expected, rtol=1e-5)   # erf_inv rounding only
+
+
+def test_kernels_are_sliced_from_one_draw_in_sorted_path_order():
+    tree = {"b": {"kernel": jnp.zeros((4, 3))}, "a": {"kernel": jnp.zeros((2, 3)), "bias": jnp.zeros((3,))}}
+    out = fill_kernels(jax.random.key(5), tree, "lecun_normal")
+    z = jax.random.normal(jax.random.key(5), (18,), jnp.float32)
+    np.testing.assert_allclose(out["a"]["kernel"], z[:6].reshape(2, 3) / math.sqrt(2), rtol=1e-6)
+    np.testing.assert_allclose(out["b"]["kernel"], z[6:].reshape(4, 3) / math.sqrt(4), rtol=1e-6)
 
 
 def test_vmap_init_over_keys_and_sigma_equals_loop():
@@ -116,6 +147,35 @@ def test_scale_kernels_on_stacked_tree_and_predicate():
     assert float(out["a"]["kernel"][0, 0, 0]) == 3.0
     assert float(out["a"]["bias"][0, 0]) == 1.0 and float(out["bn"]["scale"][0, 0]) == 1.0
     assert not is_kernel(())
+
+
+def test_bias_predicate_skips_normaliser_shifts():
+    tree = {"dense": {"kernel": jnp.ones((2, 3)), "bias": jnp.ones((3,))}, "bn": {"scale": jnp.ones(3), "bias": jnp.ones(3)},
+            "pos": {"bias": jnp.ones((4, 3))}}
+    out = zero_drawn(tree)
+    assert np.all(np.asarray(out["dense"]["kernel"]) == 0) and np.all(np.asarray(out["dense"]["bias"]) == 0)
+    assert np.all(np.asarray(out["pos"]["bias"]) == 0)
+    assert np.all(np.asarray(out["bn"]["bias"]) == 1) and np.all(np.asarray(out["bn"]["scale"]) == 1)
+    assert is_bias((jax.tree_util.DictKey("bias"),), {"kernel", "bias"})
+    assert not is_bias((jax.tree_util.DictKey("bias"),), {"scale", "bias"})
+
+
+def test_normal_biases_are_an_independent_stream_and_leave_kernels_unchanged():
+    tree = {"d": {"kernel": jnp.zeros((64, 256)), "bias": jnp.zeros((256,))}, "bn": {"scale": jnp.ones(4), "bias": jnp.zeros(4)}}
+    zeros = base_draw(jax.random.key(2), tree, "he_normal", "zeros")
+    normal = base_draw(jax.random.key(2), tree, "he_normal", "normal")
+    np.testing.assert_array_equal(zeros["d"]["kernel"], normal["d"]["kernel"])   # same kernels either way
+    np.testing.assert_array_equal(zeros["d"]["kernel"], fill_kernels(jax.random.key(2), tree, "he_normal")["d"]["kernel"])
+    b = np.asarray(normal["d"]["bias"])
+    assert np.all(np.asarray(zeros["d"]["bias"]) == 0) and 0.8 < b.std() < 1.2
+    np.testing.assert_array_equal(b, jax.random.normal(jax.random.fold_in(jax.random.key(2), BIAS_STREAM), (256,)))
+    assert np.all(np.asarray(normal["bn"]["bias"]) == 0)                         # a normaliser's shift stays
+    scaled = scale_params(normal, 2.0, 0.5)
+    np.testing.assert_allclose(scaled["d"]["bias"], 0.5 * b)
+    np.testing.assert_allclose(scaled["d"]["kernel"], 2.0 * np.asarray(normal["d"]["kernel"]))
+    np.testing.assert_array_equal(scaled["bn"]["scale"], normal["bn"]["scale"])
+    with pytest.raises(ConfigError, match="bias_init"):
+        base_draw(jax.random.key(2), tree, "he_normal", "uniform")
 
 
 def test_fill_kernels_only_touches_kernels():

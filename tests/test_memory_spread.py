@@ -190,3 +190,18 @@ def test_unknown_selection_rule_is_a_one_line_config_error():
     with pytest.raises(ConfigError, match="best_vall") as e:
         M.check_selection("best_vall")
     assert "\n" not in str(e.value) and "best_val_interpolated" in str(e.value)
+
+
+def test_spreads_over_time_select_among_the_epochs_seen_so_far():
+    from jaxinit.forgetting.horizon import spreads_over_time
+
+    def rows(seed, sigma, member, accs, losses):
+        return [{"member": member, "optimizer": "sgd", "sigma_w": sigma, "seed": seed, "epoch": e, "step": 10 * e,
+                 "train_acc": 1.0, "val_loss": l, "val_acc": 0.5, "test_acc": a, "diverged": False}
+                for e, (a, l) in enumerate(zip(accs, losses))]
+    hist = (rows(0, 0.5, 0, [0.1, 0.6, 0.7, 0.8], [3, 2, 1, 0.5]) +
+            rows(0, 2.0, 1, [0.1, 0.4, 0.7, 0.8], [3, 2.5, 1, 0.4]))
+    by_t = {e["epoch"]: e for e in spreads_over_time(hist, [1, 3, 9])}
+    assert set(by_t) == {1, 3}                                  # 9 is past the last evaluation
+    assert by_t[1]["spread_pp"] == pytest.approx(20.0)          # best at epoch 1 for both: 0.6 vs 0.4
+    assert by_t[3]["spread_pp"] == pytest.approx(0.0) and by_t[3]["best_epoch_median"] == 3

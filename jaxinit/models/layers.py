@@ -1,9 +1,13 @@
-"""Pure functional layers shared by the models: conv (lax or im2col), dense, BatchNorm, pooling.
+"""Flax building blocks shared by the models: SAME conv (lax or im2col), BatchNorm, conv units, pools.
 
-Parameters are nested dicts; every conv/dense weight leaf is named ``"kernel"`` (that name is what
-`jaxinit.init.is_kernel` keys on), biases ``"bias"``, BatchNorm gains ``"scale"`` / ``"bias"``.
-Layouts: activations are channels-last with any number of spatial dims (``(B, L, C)`` for 1-D signals,
-``(B, H, W, C)`` for images); conv kernels are ``(*window, C_in, C_out)``, dense kernels ``(D_in, D_out)``.
+Conventions every model follows (the init core and Muon rely on them):
+
+- activations are channels-last with any number of spatial dims: ``(B, L, C)`` for 1-D signals,
+  ``(B, H, W, C)`` for images;
+- every conv/dense weight is a parameter named ``"kernel"`` with layout ``(*window, C_in, C_out)``
+  (dense: ``(D_in, D_out)``), so `jaxinit.init` scales it by ``sigma_w``; additive biases are ``"bias"``;
+- BatchNorm is flax's, with PyTorch's constants, its gains ``"scale"`` / ``"bias"`` in ``params`` and its
+  running ``"mean"`` / ``"var"`` in the ``batch_stats`` collection.
 
 Every broadcast is written with explicit ranks, so the models run under
 ``jax.numpy_rank_promotion('raise')``.
@@ -12,104 +16,41 @@ from __future__ import annotations
 
 import itertools
 import math
-from typing import Callable, NamedTuple
+from typing import Callable
 
+import flax.linen as nn
 import jax
 import jax.numpy as jnp
 from jax import lax
 
 from jaxinit.config import ConfigError
-
-Params = dict
-State = dict
+from jaxinit.models import activations
 
 BN_MOMENTUM = 0.9   # running <- 0.9 running + 0.1 batch (PyTorch's momentum=0.1)
 BN_EPS = 1e-5
 CONV_IMPLS = ("lax", "im2col")
 
 
-class Model(NamedTuple):
-    """A model as two pure functions.
-
-    init(key, sigma_w) -> (params, state); apply(params, state, x, *, train) -> (logits, new_state).
-    ``state`` holds BatchNorm running statistics and is ``{}`` for models without BatchNorm.
-    """
-    init: Callable
-    apply: Callable
-
-
-# --------------------------------------------------------------------------- activations
-ACTIVATIONS: dict[str, Callable[[jax.Array], jax.Array]] = {
-    "relu": jax.nn.relu,
-    "tanh": jnp.tanh,
-    "erf": jax.lax.erf,
-    "gelu": lambda x: jax.nn.gelu(x, approximate=False),
-    "silu": jax.nn.silu,
-    "elu": jax.nn.elu,
-    "sigmoid": jax.nn.sigmoid,
-    "linear": lambda x: x,
-}
-
-
-def activation(name: str) -> Callable[[jax.Array], jax.Array]:
-    if name not in ACTIVATIONS:
-        raise ConfigError(f"--model.activation must be one of {'|'.join(ACTIVATIONS)}, got {name!r}")
-    return ACTIVATIONS[name]
-
-
-# --------------------------------------------------------------------------- dense
-def dense_init(d_in: int, d_out: int, *, bias: bool) -> Params:
-    """Placeholder (zero) kernel, filled by `jaxinit.init.fill_kernels`; bias 0."""
-    params = {"kernel": jnp.zeros((d_in, d_out), jnp.float32)}
-    if bias:
-        params["bias"] = jnp.zeros((d_out,), jnp.float32)
-    return params
-
-
-def dense_apply(params: Params, x: jax.Array) -> jax.Array:
-    y = x @ params["kernel"]
-    if "bias" in params:
-        y = y + _channel_view(params["bias"], y.ndim)
-    return y
-
-
 # --------------------------------------------------------------------------- conv
-def conv_init(window: tuple[int, ...], c_in: int, c_out: int, *, bias: bool) -> Params:
-    """Placeholder (zero) kernel, filled by `jaxinit.init.fill_kernels`; bias 0."""
-    params = {"kernel": jnp.zeros((*window, c_in, c_out), jnp.float32)}
-    if bias:
-        params["bias"] = jnp.zeros((c_out,), jnp.float32)
-    return params
+def conv(x: jax.Array, kernel: jax.Array, *, stride: int = 1, impl: str = "lax") -> jax.Array:
+    """'SAME'-padded convolution of ``x (B, *S, C_in)`` with ``kernel (*window, C_in, C_out)``.
 
-
-def conv_apply(params: Params, x: jax.Array, *, stride: int = 1, impl: str = "lax") -> jax.Array:
-    """'SAME'-padded convolution; both implementations use the same explicit pads, so they agree."""
-    kernel = params["kernel"]
+    Both implementations use the same explicit pads (``ceil(n / stride)`` outputs per dim), so they agree
+    to float rounding.
+    """
     window = kernel.shape[:-2]
     strides = (stride,) * len(window)
     pads = lax.padtype_to_pads(x.shape[1:-1], window, strides, "SAME")
     if impl == "lax":
-        y = _conv_lax(x, kernel, strides, pads)
-    elif impl == "im2col":
-        y = _conv_im2col(x, kernel, strides, pads)
-    else:
-        raise ConfigError(f"--model.conv_impl must be one of {'|'.join(CONV_IMPLS)}, got {impl!r}")
-    if "bias" in params:
-        y = y + _channel_view(params["bias"], y.ndim)
-    return y
-
-
-def _conv_lax(x, kernel, strides, pads):
-    spatial = "HWDTUV"[: len(strides)]     # any distinct letters, matched between lhs and rhs
-    dn = (f"N{spatial}C", f"{spatial}IO", f"N{spatial}C")
-    return lax.conv_general_dilated(x, kernel, strides, pads, dimension_numbers=dn)
-
-
-def _conv_im2col(x, kernel, strides, pads):
-    # Patches by strided slices + one einsum: under vmap over members this is a batched matmul,
-    # whereas a conv with batched kernels becomes a (slow on CPU) grouped convolution.
-    patches = extract_patches(x, kernel.shape[:-2], strides, pads)
-    return jnp.einsum("...p,po->...o", patches, kernel.reshape(-1, kernel.shape[-1]))
+        spatial = "HWDTUV"[: len(window)]     # any distinct letters, matched between lhs and rhs
+        dn = (f"N{spatial}C", f"{spatial}IO", f"N{spatial}C")
+        return lax.conv_general_dilated(x, kernel, strides, pads, dimension_numbers=dn)
+    if impl == "im2col":
+        # Patches by strided slices + one einsum: under vmap over members this is a batched matmul,
+        # whereas a conv with batched kernels becomes a (slow on CPU) grouped convolution.
+        patches = extract_patches(x, window, strides, pads)
+        return jnp.einsum("...p,po->...o", patches, kernel.reshape(-1, kernel.shape[-1]))
+    raise ConfigError(f"--model.conv_impl must be one of {'|'.join(CONV_IMPLS)}, got {impl!r}")
 
 
 def extract_patches(x: jax.Array, window, strides, pads) -> jax.Array:
@@ -118,8 +59,7 @@ def extract_patches(x: jax.Array, window, strides, pads) -> jax.Array:
     That ordering equals a ``(*window, C_in, C_out)`` kernel's ``reshape(-1, C_out)`` row order.
     """
     x = jnp.pad(x, [(0, 0), *pads, (0, 0)])
-    padded = x.shape[1:-1]
-    out = [(n - k) // s + 1 for n, k, s in zip(padded, window, strides)]
+    out = [(n - k) // s + 1 for n, k, s in zip(x.shape[1:-1], window, strides)]
     slices = []
     for offsets in itertools.product(*(range(k) for k in window)):
         start = (0, *offsets, 0)
@@ -128,45 +68,52 @@ def extract_patches(x: jax.Array, window, strides, pads) -> jax.Array:
     return jnp.concatenate(slices, axis=-1) if len(slices) > 1 else slices[0]
 
 
-# --------------------------------------------------------------------------- batchnorm
-def bn_init(channels: int) -> tuple[Params, State]:
-    params = {"scale": jnp.ones((channels,), jnp.float32), "bias": jnp.zeros((channels,), jnp.float32)}
-    state = {"mean": jnp.zeros((channels,), jnp.float32), "var": jnp.ones((channels,), jnp.float32)}
-    return params, state
+class Conv(nn.Module):
+    """SAME conv with a ``(window,) * n_spatial`` window (n_spatial = ``x.ndim - 2``); kernel
+    ``(*window, C_in, features)``, optional zero bias. ``impl``: ``"lax"`` or ``"im2col"`` (see `conv`).
+    The module's own kernel init only matters outside `jaxinit.models.core.from_flax`, which redraws it."""
+    features: int
+    window: int = 3
+    stride: int = 1
+    use_bias: bool = True
+    impl: str = "lax"
+    kernel_init: Callable = nn.initializers.lecun_normal()
+
+    @nn.compact
+    def __call__(self, x: jax.Array) -> jax.Array:
+        shape = (*(self.window,) * (x.ndim - 2), x.shape[-1], self.features)
+        y = conv(x, self.param("kernel", self.kernel_init, shape, jnp.float32), stride=self.stride, impl=self.impl)
+        if self.use_bias:
+            y = y + channel_view(self.param("bias", nn.initializers.zeros_init(), (self.features,), jnp.float32), y.ndim)
+        return y
 
 
-def bn_apply(params: Params, state: State, x: jax.Array, *, train: bool) -> tuple[jax.Array, State]:
-    """Normalise over every axis but the channels: batch statistics in training, running ones in eval."""
-    if train:
-        axes = tuple(range(x.ndim - 1))
-        mean = x.mean(axes)
-        var = jnp.square(x - _channel_view(mean, x.ndim)).mean(axes)
-        state = {"mean": BN_MOMENTUM * state["mean"] + (1 - BN_MOMENTUM) * mean,
-                 "var": BN_MOMENTUM * state["var"] + (1 - BN_MOMENTUM) * var}
-    else:
-        mean, var = state["mean"], state["var"]
-    inv = params["scale"] * lax.rsqrt(var + BN_EPS)
-    y = (x - _channel_view(mean, x.ndim)) * _channel_view(inv, x.ndim) + _channel_view(params["bias"], x.ndim)
-    return y, state
+# --------------------------------------------------------------------------- batchnorm and units
+def batch_norm(train: bool, name: str) -> nn.BatchNorm:
+    """flax BatchNorm over every axis but the channels: batch statistics in training, running ones in eval.
+
+    Two-pass variance (``use_fast_variance=False``): ``mean((x - mean)^2)``, stable when |mean| >> std.
+    """
+    return nn.BatchNorm(use_running_average=not train, momentum=BN_MOMENTUM, epsilon=BN_EPS,
+                        use_fast_variance=False, name=name)
 
 
-# --------------------------------------------------------------------------- conv + BN + act unit
-def unit_init(window, c_in, c_out, *, batchnorm: bool) -> tuple[Params, State]:
-    """conv (no bias when BatchNorm follows: BN's bias replaces it) [+ BN]."""
-    params = {"conv": conv_init(window, c_in, c_out, bias=not batchnorm)}
-    state = {}
-    if batchnorm:
-        params["bn"], state["bn"] = bn_init(c_out)
-    return params, state
+class ConvUnit(nn.Module):
+    """conv (sub-module ``conv``) -> BatchNorm (``bn``) -> activation (None: no activation).
 
+    The conv has a bias only without BatchNorm (BN's own bias replaces it)."""
+    features: int
+    stride: int = 1
+    batchnorm: bool = True
+    activation: str | None = "relu"
+    impl: str = "lax"
 
-def unit_apply(params, state, x, *, train, impl, act=None, stride=1) -> tuple[jax.Array, State]:
-    """conv -> [BN] -> [act]; the returned state is {} without BN."""
-    y = conv_apply(params["conv"], x, stride=stride, impl=impl)
-    if "bn" in params:
-        y, bn_state = bn_apply(params["bn"], state["bn"], y, train=train)
-        state = {"bn": bn_state}
-    return (act(y) if act is not None else y), state
+    @nn.compact
+    def __call__(self, x: jax.Array, train: bool) -> jax.Array:
+        y = Conv(self.features, stride=self.stride, use_bias=not self.batchnorm, impl=self.impl, name="conv")(x)
+        if self.batchnorm:
+            y = batch_norm(train, name="bn")(y)
+        return y if self.activation is None else activations.get(self.activation)(y)
 
 
 # --------------------------------------------------------------------------- pooling
@@ -177,7 +124,7 @@ def max_pool(x: jax.Array, size: int = 2) -> jax.Array:
     inputs: no dim ever shrinks below 1 and no border pixel is dropped.
     """
     n = x.ndim - 2
-    dims, strides = (1, *(size,) * n, 1), (1, *(size,) * n, 1)
+    dims = strides = (1, *(size,) * n, 1)
     pads = lax.padtype_to_pads(x.shape, dims, strides, "SAME")
     return lax.reduce_window(x, -jnp.inf, lax.max, dims, strides, pads)
 
@@ -190,8 +137,8 @@ def global_avg_pool(x: jax.Array) -> jax.Array:
     return x.mean(axis=tuple(range(1, x.ndim - 1)))
 
 
-# --------------------------------------------------------------------------- helpers
-def _channel_view(v: jax.Array, ndim: int) -> jax.Array:
+# --------------------------------------------------------------------------- helpers and checks
+def channel_view(v: jax.Array, ndim: int) -> jax.Array:
     """A (C,) vector reshaped to (1, ..., 1, C) so it broadcasts without rank promotion."""
     return v.reshape((1,) * (ndim - 1) + (-1,))
 
@@ -206,3 +153,14 @@ def spatial_dims(input_shape: tuple, model: str) -> int:
         raise ConfigError(f"--model.name={model} needs inputs shaped (*spatial, channels), got {tuple(input_shape)}")
     return len(input_shape) - 1
 
+
+def check_conv_net(width_mult: float, activation: str, impl: str) -> None:
+    """Settings every conv net shares; `ConfigError` (one line) on the first bad one."""
+    if not width_mult > 0:
+        raise ConfigError(f"--model.width_mult must be > 0, got {width_mult}")
+    activations.get(activation)   # unknown names: ConfigError listing the known ones
+    if activations.nodes(activation) != 1:
+        # a pooled psi halves the channels, which the residual sums of these nets do not allow
+        raise ConfigError(f"--model.activation: conv nets take an elementwise activation, got {activation!r}")
+    if impl not in CONV_IMPLS:
+        raise ConfigError(f"--model.conv_impl must be one of {'|'.join(CONV_IMPLS)}, got {impl!r}")

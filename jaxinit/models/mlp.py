@@ -1,45 +1,50 @@
-"""MLP: flatten -> cfg.depth x [dense(cfg.width) -> BatchNorm? -> activation] -> dense(n_classes).
+"""MLP: flatten -> depth x [dense(width) -> BatchNorm? -> activation] -> dense(n_classes).
 
+Sub-modules (and so parameter names): ``dense_{i}`` (flax ``Dense``, kernel ``(D_in, D_out)``),
+``bn_{i}`` (flax ``BatchNorm``, running statistics in ``batch_stats``), the classifier ``head``.
 Hidden dense layers carry a bias only without BatchNorm (BN's own bias makes it redundant); the
-classifier (``head``) always has one. All biases start at 0.
+head always has one. With a pooled activation (``"relu+maxpool"``: k = 2 pre-activations per unit)
+each hidden dense layer emits ``k * width`` pre-activations and ``width`` units leave the activation.
 """
 from __future__ import annotations
 
-import math
+import flax.linen as nn
+import jax
 
 from jaxinit.config import ConfigError, ModelConfig
-from jaxinit.init import scaled_init
-from jaxinit.models import layers as L
+from jaxinit.models import activations
+from jaxinit.models.layers import batch_norm
 
 
-def make_mlp(cfg: ModelConfig, input_shape: tuple, n_classes: int) -> L.Model:
-    if cfg.depth < 0 or cfg.width < 1:
-        raise ConfigError(f"--model.depth must be >= 0 and --model.width >= 1, got {cfg.depth}, {cfg.width}")
-    d_in = math.prod(input_shape)
-    act = L.activation(cfg.activation)
-    names = [f"dense_{i}" for i in range(cfg.depth)] + ["head"]
-    dims = [d_in] + [cfg.width] * cfg.depth + [n_classes]
+class MLP(nn.Module):
+    """``__call__(x (B, ...), train=False) -> logits (B, n_classes)``; any input shape, flattened."""
+    n_classes: int
+    width: int = 256
+    depth: int = 3
+    batchnorm: bool = True
+    activation: str = "relu"
 
-    def structure():
-        params, state = {}, {}
-        for i, name in enumerate(names[:-1]):
-            params[name] = L.dense_init(dims[i], dims[i + 1], bias=not cfg.batchnorm)
-            if cfg.batchnorm:
-                params[f"bn_{i}"], state[f"bn_{i}"] = L.bn_init(dims[i + 1])
-        params["head"] = L.dense_init(dims[-2], n_classes, bias=True)
-        return params, state
+    def __post_init__(self):
+        if self.depth < 0 or self.width < 1:
+            raise ConfigError(f"--model.depth must be >= 0 and --model.width >= 1, got {self.depth}, {self.width}")
+        activations.get(self.activation)
+        super().__post_init__()
 
-    def apply(params, state, x, *, train: bool):
+    @nn.compact
+    def __call__(self, x: jax.Array, train: bool = False) -> jax.Array:
+        psi, k = activations.get(self.activation), activations.nodes(self.activation)
         h = x.reshape(x.shape[0], -1)
-        new_state = {}
-        for i, name in enumerate(names[:-1]):
-            h = L.dense_apply(params[name], h)
-            if cfg.batchnorm:
-                h, new_state[f"bn_{i}"] = L.bn_apply(params[f"bn_{i}"], state[f"bn_{i}"], h, train=train)
-            h = act(h)
-        return L.dense_apply(params["head"], h), new_state
-
-    return L.Model(init=scaled_init(structure, cfg.base_init), apply=apply)
+        for i in range(self.depth):
+            h = nn.Dense(k * self.width, use_bias=not self.batchnorm, name=f"dense_{i}")(h)
+            if self.batchnorm:
+                h = batch_norm(train, name=f"bn_{i}")(h)
+            h = psi(h)
+        return nn.Dense(self.n_classes, name="head")(h)
 
 
-__all__ = ["make_mlp"]
+def make_mlp(cfg: ModelConfig, input_shape: tuple, n_classes: int) -> MLP:
+    del input_shape   # any shape: flattened
+    return MLP(n_classes, width=cfg.width, depth=cfg.depth, batchnorm=cfg.batchnorm, activation=cfg.activation)
+
+
+__all__ = ["MLP", "make_mlp"]
