@@ -63,7 +63,7 @@ class DataConfig:
 @dataclass(frozen=True)
 class ModelConfig:
     name: str = "mlp"
-    """mlp | resnet9 | resnet20 | resnet32 | resnet44 | resnet56 | resnet110 | vit | cnn"""
+    """mlp | resnet9 | resnet8 | resnet20 | resnet32 | resnet44 | resnet56 | resnet110 | vit | cnn"""
     width: int = 256
     """mlp hidden width (vit / cnn: channels); conv nets see width_mult"""
     depth: int = 3

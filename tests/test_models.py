@@ -102,7 +102,7 @@ def test_conv_nets_without_batchnorm_have_conv_biases_and_empty_state(name):
     assert out.shape == (B, N_CLASSES) and new_state == {}
 
 
-@pytest.mark.parametrize("depth", [20, 32, 44, 56, 110])
+@pytest.mark.parametrize("depth", [8, 20, 32, 44, 56, 110])
 def test_cifar_resnet_depths_by_shape(depth):
     cfg = ModelConfig(name=f"resnet{depth}", width_mult=0.25)
     model = make_model(cfg, (32, 32, 3), N_CLASSES)
@@ -115,7 +115,7 @@ def test_cifar_resnet_depths_by_shape(depth):
 
 
 def test_conv_models_are_listed_for_the_run_loop():
-    assert set(models.CONV_MODELS) == {"resnet9", "resnet20", "resnet32", "resnet44", "resnet56", "resnet110", "cnn"}
+    assert set(models.CONV_MODELS) == {"resnet8", "resnet9", "resnet20", "resnet32", "resnet44", "resnet56", "resnet110", "cnn"}
     assert set(models.CONV_MODELS) <= set(models.BUILDERS) and "mlp" not in models.CONV_MODELS
 
 

@@ -45,10 +45,11 @@ CPU_SIGMA = (0.1, 0.3, 0.6, 1.0, 1.6, 2.5)
 CPU_LR = ("sgd=0.05", "momentum=0.005", "nesterov=0.005", "sgd_l2=0.1", "adam=1e-3", "adamw=1e-3", "muon=0.02")
 CPU_WD = ("sgd_l2=2e-2", "adamw=5e-2")
 
-# The main job (`make demo`): MLP 3 x 256 + BatchNorm on mnist1d (3,200 / 800 / 1,000), five settings, 3 seeds.
+# The main job (`make demo`): MLP 3 x 128 + BatchNorm on mnist1d (3,200 / 800 / 1,000), five settings, 3 seeds.
+# Width 128, not 256: 5 settings x 3 seeds at 256 cost ~2.9x the CPU time (README, "Initialization memory").
 CPU = ForgettingConfig(
     data=DataConfig(name="mnist1d", n_samples=5000, n_val=800),
-    model=ModelConfig(name="mlp", width=256, depth=3, batchnorm=True),
+    model=ModelConfig(name="mlp", width=128, depth=3, batchnorm=True),
     opt=OptConfig(setting_lr=CPU_LR, setting_weight_decay=CPU_WD),
     train=TrainConfig(batch_size=128, epochs=80, eval_every=1, checkpoint_every=10),
     sweep=SweepConfig(sigma_w=CPU_SIGMA, seeds=3, optimizers=("sgd", "sgd_l2", "adam", "adamw", "muon")),
@@ -87,6 +88,18 @@ def _variants() -> dict[str, ForgettingConfig]:
                                        sweep=replace(PAPER.sweep, optimizers=("sgd", "adam", "sgd_l2")))
     out["cpu_long"] = replace(CPU, train=replace(CPU.train, epochs=1000, checkpoint_every=50, eval_every=5),
                               sweep=replace(CPU.sweep, optimizers=("sgd",)))
+    out["cpu_w256"] = replace(CPU, model=replace(CPU.model, width=256))
+    # The paper's architecture family at CPU scale: a BatchNorm ResNet-8 (one basic block per stage,
+    # 8-16-32 channels) on mnist1d's 1-D signals; adam at a point of its clock sweep where it forgets.
+    resnet = replace(CPU, model=ModelConfig(name="resnet8", width_mult=0.5),
+                     opt=replace(CPU.opt, setting_lr=CPU_LR[:-3] + ("adam=6.4e-3", "adamw=1e-3", "muon=0.02")),
+                     sweep=replace(CPU.sweep, optimizers=("sgd", "sgd_l2", "adam", "muon")))
+    out["cpu_resnet"] = resnet
+    # Depth: narrow CIFAR ResNets (4-8-16 channels) on mnist1d, low-LR SGD, 50 epochs.
+    for depth in (20, 56):
+        out[f"cpu_depth{depth}"] = replace(CPU, model=ModelConfig(name=f"resnet{depth}", width_mult=0.25),
+                                           train=replace(CPU.train, epochs=50),
+                                           sweep=replace(CPU.sweep, optimizers=("sgd",)))
     for lam in ("5e-4", "5e-3", "2e-2", "5e-2"):
         out[f"cpu_l2_{lam}"] = replace(CPU, opt=replace(CPU.opt, setting_weight_decay=(f"sgd_l2={lam}",)),
                                        sweep=replace(CPU.sweep, optimizers=("sgd_l2",)))

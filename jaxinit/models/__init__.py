@@ -29,7 +29,7 @@ from jaxinit.models.layers import CONV_IMPLS
 BUILDERS: dict[str, str] = {
     "mlp": "jaxinit.models.mlp:make_mlp",
     "resnet9": "jaxinit.models.resnet:make_resnet9",
-    **{f"resnet{d}": f"jaxinit.models.resnet:make_cifar_resnet:{d}" for d in (20, 32, 44, 56, 110)},
+    **{f"resnet{d}": f"jaxinit.models.resnet:make_cifar_resnet:{d}" for d in (8, 20, 32, 44, 56, 110)},
     "vit": "jaxinit.models.vit:make_vit",
     "cnn": "jaxinit.models.cnn:make_cnn",
 }

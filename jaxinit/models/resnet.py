@@ -3,7 +3,7 @@
 - `ResNet9` (Page's DAWNBench net, used by airbench): conv-BN-ReLU units of 3x3 convs,
   ``prep 64 | layer1 128 + maxpool 2 + residual(res1a, res1b) | layer2 256 + maxpool 2 |
   layer3 512 + maxpool 2 + residual(res3a, res3b) | global max pool | head (no bias) | x 0.125``.
-- `CifarResNet` (He et al. 2016, §4.2; depth 6n+2 = 20, 32, 44, 56, 110): ``stem`` 3x3 conv 16, three
+- `CifarResNet` (He et al. 2016, §4.2; depth 6n+2 = 8, 20, 32, 44, 56, 110): ``stem`` 3x3 conv 16, three
   stages of n basic blocks ``stage{s}_block{b}`` (units ``unit1``, ``unit2``) with 16-32-64 channels,
   stride 2 at the first block of stages 2 and 3, global average pool, ``head``.
   Shortcuts are **option A** (parameter free, as in the paper's CIFAR nets): identity, or, where the
@@ -29,7 +29,7 @@ from jaxinit.models import layers as L
 RESNET9_CHANNELS = (64, 128, 256, 512)
 RESNET9_OUT_SCALE = 0.125
 CIFAR_RESNET_WIDTHS = (16, 32, 64)
-CIFAR_RESNET_DEPTHS = (20, 32, 44, 56, 110)
+CIFAR_RESNET_DEPTHS = (8, 20, 32, 44, 56, 110)   # 8: one block per stage, a CPU-sized member of the family
 
 
 class ResNet9(nn.Module):
