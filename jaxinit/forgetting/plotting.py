@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import json
 import math
+import os
 import sys
 from pathlib import Path
 from typing import Any, Mapping, Sequence
@@ -345,30 +346,20 @@ def _draw_run(run_dir: str | Path, summary: Mapping[str, Any], rows: Sequence[Ma
                                   out / "spread_vs_clocks.png", selection, clock_basis)]
 
 
-_USAGE = ("usage: python -m jaxinit.forgetting.plotting RUN_DIR [RUN_DIR ...] [--out DIR] "
-          "[--selection NAME] [--clock-basis at_best|end]")
-_OPTIONS = {"--out": "out", "--selection": "selection", "--clock-basis": "clock_basis"}
+def _parser():
+    """argparse, with errors as exceptions (one line, exit 2 in `main`) instead of usage + exit."""
+    import argparse
 
-
-def _parse(args: Sequence[str]) -> tuple[list[str], dict[str, str]]:
-    """(run directories, {option: value}); ValueError (one line) for anything else."""
-    dirs: list[str] = []
-    opts = {"out": None, "selection": "best_val", "clock_basis": "at_best"}
-    it = iter(args)
-    for a in it:
-        name, eq, value = a.partition("=")
-        if name in _OPTIONS:
-            value = value if eq else next(it, None)
-            if not value:
-                raise ValueError(f"{name} needs a value ({_USAGE})")
-            opts[_OPTIONS[name]] = value
-        elif a.startswith("-"):
-            raise ValueError(f"unknown argument {a!r} ({_USAGE})")
-        else:
-            dirs.append(a)
-    if not dirs:
-        raise ValueError(f"no run directory ({_USAGE})")
-    return dirs, opts
+    class Parser(argparse.ArgumentParser):
+        def error(self, message):
+            raise ValueError(f"{message} (usage: {self.format_usage().strip().removeprefix('usage: ')})")
+    p = Parser(prog="python -m jaxinit.forgetting.plotting", description="Figures of finished forgetting runs.",
+               allow_abbrev=False)
+    p.add_argument("run_dirs", nargs="+", metavar="RUN_DIR", help="run directories (summary.json + metrics.jsonl)")
+    p.add_argument("--out", help="folder of the combined spread-vs-clocks figure (several runs)")
+    p.add_argument("--selection", default="best_val", help="best_val | best_val_interpolated | final")
+    p.add_argument("--clock-basis", dest="clock_basis", default="at_best", help="at_best | end")
+    return p
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -376,9 +367,12 @@ def main(argv: Sequence[str] | None = None) -> int:
     args = list(sys.argv[1:] if argv is None else argv)
     if any(a in ("-h", "--help") for a in args):
         print(__doc__)
+        _parser().print_help()
         return 0
     try:
-        dirs, opts = _parse(args)
+        parsed = _parser().parse_args(args)
+        dirs, opts = [os.path.expanduser(d) for d in parsed.run_dirs], vars(parsed)
+        opts["out"] = os.path.expanduser(opts["out"]) if opts["out"] else None
         selection_keys(opts["selection"])
         _check_basis(opts["clock_basis"])
         loaded = [(d, *_load_run(d)) for d in dirs]  # check every directory before drawing anything
