@@ -352,7 +352,7 @@ def _parser():
 
     class Parser(argparse.ArgumentParser):
         def error(self, message):
-            raise ValueError(f"{message} (usage: {self.format_usage().strip().removeprefix('usage: ')})")
+            raise ValueError(f"{message} (usage: {' '.join(self.format_usage().split()[1:])})")
     p = Parser(prog="python -m jaxinit.forgetting.plotting", description="Figures of finished forgetting runs.",
                allow_abbrev=False)
     p.add_argument("run_dirs", nargs="+", metavar="RUN_DIR", help="run directories (summary.json + metrics.jsonl)")
