@@ -1,18 +1,19 @@
 """Member-strategy benchmark: members per second of the library's own train step, strategies side by side.
 
 For each model (MLP, CIFAR ResNet-20, ResNet-9), conv implementation (`lax`, `im2col`) and member count
-K, every member strategy of `jaxinit.forgetting.train` (sequential, vmap, chunked vmap) runs the real sweep path:
-the chunks `train.build_sweep` makes from `compiled_fns`, `TrainState`s from the jitted `init`, and
-`train.train_epoch` over a synthetic on-device dataset of the model's input shape. Variants of one
-(model, K) are timed interleaved (repeat r runs every variant once, in a rotated order), so their
-ratios share the machine's load; step times are medians over `bench.repeats`.
+K, every member strategy of `jaxinit.forgetting.members` (sequential, vmap, chunked vmap) runs the study's
+own training path (`jaxinit.tools.bench`): the chunks `loop.build_sweep` makes, each with the jitted step
+of `step.compiled_fns`, `TrainState`s from `loop.init_states`, and `loop.train_epoch`, over a synthetic
+on-device dataset of the model's input shape. Variants of one (model, K) are timed interleaved (repeat r
+runs every variant once, in a rotated order), so their ratios share the machine's load; step times are
+medians over `bench.repeats`.
 
     python -m experiments.benchmark --quick      # tiny widths: 4 min on the 2-core CPU below (compiles dominate)
-    python -m experiments.benchmark              # preset `default` (= `cpu`) on a CPU, `accel` on a GPU/TPU
+    python -m experiments.benchmark              # preset `cpu` on a CPU, `accel` on a GPU/TPU
     make bench-accel OUT=runs                    # accel: ResNet-9 full width, K = 1..16; budgeted for < 5 min;
                                                  # the machine's python3 (ACCEL_PY), refuses a CPU-only jax
 
-Runtime of `default` on a 2-core AMD EPYC VM shared with other jobs (load average ~8, jax 0.10.2): 12 min
+Runtime of `cpu` on a 2-core AMD EPYC VM shared with other jobs (load average ~8, jax 0.10.2): 12 min
 wall, 6 min CPU, 3 repeats (compiles ~55 % of it). `accel` has not run on an accelerator yet.
 
 Writes DIR/benchmark.jsonl (one JSON line per case, also printed), DIR/table.md and DIR/run.json
@@ -21,19 +22,21 @@ Writes DIR/benchmark.jsonl (one JSON line per case, also printed), DIR/table.md 
 `batch_size`, `width_mult`, `compile_s` (trace + lower + XLA compile of the executables the variant
 needs, from jax.monitoring, counted when first built), `step_s` (median seconds of one step of all K
 members), `members_per_s` = K / step_s, `ratio_default_vs_sequential` (step time of
-`train.default_strategy` with the default `lax` conv / step time of K sequential single-member
+`members.default_strategy` with the default `lax` conv / step time of K sequential single-member
 steps, same K), `ratio_vs_sequential` (this line's step time / the same denominator),
 `throughput_vs_one` (members_per_s / that of K = 1, same conv), `flops_per_step` (XLA
 `cost_analysis` of the compiled steps), `achieved_flops`, `peak_flops` (nominal: datasheet TF32 for GPUs,
-estimated from clock and vector-unit flags for CPUs, see `jaxinit.bench.cpu_nominal_peak_flops`; null when unknown),
-`flops_utilization`. A `phase_diagram` line times the vmapped theory phase diagram against the
+estimated from clock and vector-unit flags for CPUs, see `jaxinit.tools.bench.cpu_nominal_peak_flops`;
+null when unknown), `flops_utilization`. A `phase_diagram` line times the vmapped theory phase diagram against the
 per-point numpy/scipy baseline.
 
-Headline (`default`, 2-core AMD EPYC VM, medians of 3 interleaved repeats; step time of 8 members / 8
+Headline (`cpu`, 2-core AMD EPYC VM, medians of 3 interleaved repeats; step time of 8 members / 8
 sequential single-member steps): MLP 784-512x4 b128: vmap 1.19, chunked(4) 0.94; ResNet-20 x0.25 b32: vmap
 2.27, vmap+im2col 1.62; ResNet-9 x0.125 b32: vmap 3.53, vmap+im2col 2.05; sequential lax conv is the
 fastest conv strategy at every K. Tanh phase diagram 200 x 200, depth 100: 6.8 s (compile included)
-against ~3,500 s point by point (510x). Full table and machine: README ("Benchmark").
+against ~3,500 s point by point (510x). Full table and machine: README ("Benchmark"). These numbers
+were measured on the run loop before `jaxinit.forgetting` (same single-member step, no BatchNorm
+calibration at init); the `cpu` preset has not been rerun since.
 """
 from __future__ import annotations
 
@@ -45,14 +48,14 @@ from pathlib import Path
 
 import jax
 
-from jaxinit import cli
-from jaxinit.bench import (STRATEGIES, BenchmarkConfig, BenchSection, CompileClock, PhaseSection, batch_size,
-                           group_rows, input_shape, machine_info, markdown_table, measure_group, model_width_mults,
-                           steps, synthetic_dataset)
+from jaxinit import cli, files
 from jaxinit.config import ConfigError, OptConfig
 from jaxinit.models import BUILDERS
 from jaxinit.models.layers import CONV_IMPLS
 from jaxinit.optim import resolve_setting
+from jaxinit.tools.bench import (STRATEGIES, BenchmarkConfig, BenchSection, CompileClock, PhaseSection,
+                                 batch_size, group_rows, input_shape, machine_info, markdown_table, measure_group,
+                                 model_width_mults, steps, synthetic_dataset)
 
 # Full set for this 2-core CPU: reduced conv widths and batch (full-width ResNet-9 costs ~3 s a step here and
 # 16 GB under vmap), so that the whole run stays under 10 minutes: ResNet-20 4-8-16, ResNet-9 8-16-32-64, b = 32.
@@ -70,7 +73,7 @@ ACCEL = BenchmarkConfig(
                        require_accelerator=True),
     phase=PhaseSection(n_grid=200, depth=100, baseline_points=20))
 
-PRESETS = {"default": CPU, "cpu": CPU, "quick": QUICK, "accel": ACCEL}
+PRESETS = {"cpu": CPU, "quick": QUICK, "accel": ACCEL}
 
 
 # --------------------------------------------------------------------------- validation
@@ -117,12 +120,8 @@ def _distinct_nonempty(key: str, values: tuple, allowed) -> None:
 
 # --------------------------------------------------------------------------- phase diagram
 def phase_rows(cfg: BenchmarkConfig, info: dict) -> list[dict]:
-    """The vmapped theory phase diagram against the per-point numpy/scipy baseline (experiments.phase_diagram)."""
-    try:
-        from experiments.phase_diagram import time_phase_diagram
-    except ImportError as err:
-        print(f"phase diagram timing skipped: {err}", file=sys.stderr)
-        return []
+    """The vmapped theory phase diagram against the per-point numpy/scipy baseline (`jaxinit.igb.phase_diagram`)."""
+    from jaxinit.igb.phase_diagram import time_phase_diagram   # matplotlib behind it: loaded only when asked
     p = cfg.phase
     t = time_phase_diagram(n_grid=p.n_grid, depth=p.depth, baseline_points=p.baseline_points, repeats=p.repeats)
     return [{**t, "kind": "phase_diagram", "platform": info["platform"], "device_kind": info["device_kind"],
@@ -138,8 +137,8 @@ def main(cfg: BenchmarkConfig, out: Path, resume: bool) -> None:
     b = cfg.bench
     jsonl = out / "benchmark.jsonl"
     jsonl.write_text("")
-    clock, rows, skipped = CompileClock(), [], []
-    try:
+    rows, skipped = [], []
+    with CompileClock() as clock:
         for name in b.models if b.enabled else ():
             ds = synthetic_dataset(input_shape(b, name), batch_size(b, name) * steps(b, name))
             compiled, previous = {}, {}
@@ -150,13 +149,11 @@ def main(cfg: BenchmarkConfig, out: Path, resume: bool) -> None:
                     continue
                 measured, ones = measure_group(cfg, name, k, ds, clock, compiled, previous, skipped)
                 _emit(jsonl, rows, group_rows(cfg, info, name, k, measured, ones))
-    finally:
-        jax.monitoring.unregister_event_duration_listener(clock._listen)
     if cfg.phase.enabled:
         _emit(jsonl, rows, phase_rows(cfg, info))
     table = markdown_table(rows)
-    (out / "table.md").write_text(table + "\n")
-    cli.write_json_atomic(out / "run.json", {**info, "total_s": time.perf_counter() - t0, "skipped": skipped})
+    files.write_text(out / "table.md", table + "\n")
+    files.write_json(out / "run.json", {**info, "total_s": time.perf_counter() - t0, "skipped": skipped})
     print(table)
 
 
@@ -170,22 +167,13 @@ def _emit(path: Path, rows: list[dict], new: list[dict]) -> None:
 
 
 def run(argv: list[str] | None = None) -> int:
-    argv = list(sys.argv[1:] if argv is None else argv)
-    has_preset = any(a == "--preset" or a.startswith("--preset=") for a in argv)
-    if "--quick" in argv:
-        if has_preset:
-            print("error: --quick is --preset quick; give one of them", file=sys.stderr)
-            return 2
-        argv = [a for a in argv if a != "--quick"] + ["--preset", "quick"]
-    elif not has_preset and not {"-h", "--help", "--resume"} & set(argv):
-        argv += ["--preset", _platform_preset()]
-    return cli.run_experiment("experiments.benchmark", __doc__, BenchmarkConfig, PRESETS, "default", main,
-                              "runs/benchmark", validate=validate, argv=argv)
+    return cli.run_experiment("experiments.benchmark", __doc__, BenchmarkConfig, PRESETS, platform_preset(), main,
+                              "runs/benchmark", validate=validate, argv=argv, preset_flags={"quick": "quick"})
 
 
-def _platform_preset() -> str:
-    """`default` on a CPU, `accel` on a GPU/TPU (so `make bench-accel` needs no flag)."""
-    return "default" if jax.default_backend() == "cpu" else "accel"
+def platform_preset() -> str:
+    """`cpu` on a CPU, `accel` on a GPU/TPU (so `make bench-accel` needs no flag)."""
+    return "cpu" if jax.default_backend() == "cpu" else "accel"
 
 
 if __name__ == "__main__":

@@ -1,22 +1,26 @@
-"""`python -m experiments.benchmark`: the quick set end to end, the JSON-line schema, ratios, bad input."""
+"""`python -m experiments.benchmark`: the quick set end to end, the JSON-line schema, ratios, bad input.
+
+Speed is the benchmark's output, never a test's condition: nothing here bounds a wall time.
+"""
+import ast
+import inspect
 import json
-from dataclasses import replace
-import math
-import time
+from dataclasses import fields, replace
 
 import jax
 import pytest
 
 from experiments import benchmark
-from jaxinit import bench
-from jaxinit.bench import Variant
+from jaxinit.forgetting.members import default_strategy
+from jaxinit.tools import bench
+from jaxinit.tools.bench import Variant
 
 # Smallest settings: MLP + ResNet-9 (lax conv), K = 1 and 2 (chunks of 2: chunked == vmap, not re-run). Every
 # compile of a conv step costs seconds here, so chunks of mixed sizes and the im2col lines' ratios are
 # checked without compiling, further down.
 SMALLEST = ["--quick", "--bench.models=mlp,resnet9", "--bench.conv_impls=lax", "--bench.members=1,2",
-            "--bench.repeats=2",
-            "--bench.image_size=4", "--phase.n_grid=8", "--phase.depth=5", "--phase.baseline_points=2", "--phase.repeats=1"]
+            "--bench.repeats=2", "--bench.image_size=4",
+            "--phase.n_grid=8", "--phase.depth=5", "--phase.baseline_points=2", "--phase.repeats=1"]
 DESIGN_FIELDS = {"platform", "model", "members", "strategy", "compile_s", "step_s", "members_per_s",
                  "ratio_default_vs_sequential"}
 EXTRA_FIELDS = {"conv_impl", "batch_size", "width_mult", "flops_per_step", "achieved_flops", "peak_flops",
@@ -25,14 +29,14 @@ EXTRA_FIELDS = {"conv_impl", "batch_size", "width_mult", "flops_per_step", "achi
 
 @pytest.fixture(scope="module")
 def quick_run(tmp_path_factory):
+    """One quick run for the tests below (`make test` keeps a file on one worker: --dist loadfile)."""
     out = tmp_path_factory.mktemp("bench")
     import contextlib
     import io
     buf = io.StringIO()
-    t = time.perf_counter()
     with contextlib.redirect_stdout(buf):
         status = benchmark.run(SMALLEST + ["--out", str(out)])
-    return status, out, buf.getvalue(), time.perf_counter() - t
+    return status, out, buf.getvalue()
 
 
 def _train_lines(out):
@@ -40,10 +44,9 @@ def _train_lines(out):
     return lines, [r for r in lines if r["kind"] == "train_step"]
 
 
-def test_quick_runs_end_to_end_under_a_minute(quick_run):
-    status, out, stdout, seconds = quick_run
+def test_quick_runs_end_to_end(quick_run):
+    status, out, stdout = quick_run
     assert status == 0
-    assert seconds < 60, seconds
     for name in ("config.json", "benchmark.jsonl", "table.md", "run.json"):
         assert (out / name).stat().st_size > 0
     lines, _ = _train_lines(out)
@@ -53,13 +56,13 @@ def test_quick_runs_end_to_end_under_a_minute(quick_run):
 
 
 def test_every_line_has_the_design_fields_with_sane_values(quick_run):
-    _, out, _, _ = quick_run
+    _, out, _ = quick_run
     _, rows = _train_lines(out)
     assert rows
     for r in rows:
         assert DESIGN_FIELDS | EXTRA_FIELDS <= set(r), set(DESIGN_FIELDS | EXTRA_FIELDS) - set(r)
         assert r["platform"] == jax.default_backend()
-        assert r["compile_s"] > 0 and r["step_s"] > 0 and r["step_s_min"] <= r["step_s"]
+        assert r["compile_s"] > 0 and r["step_s_min"] <= r["step_s"]        # the compile clock listened
         assert r["members_per_s"] == pytest.approx(r["members"] / r["step_s"], rel=1e-9)
         assert r["ratio_default_vs_sequential"] is not None and r["ratio_default_vs_sequential"] > 0
         assert r["throughput_vs_one"] is not None and r["throughput_vs_one"] > 0
@@ -70,7 +73,7 @@ def test_every_line_has_the_design_fields_with_sane_values(quick_run):
 
 
 def test_every_model_and_member_count_is_measured_with_each_distinct_strategy(quick_run):
-    _, out, _, _ = quick_run
+    _, out, _ = quick_run
     _, rows = _train_lines(out)
     got = {(r["model"], r["conv_impl"], r["members"], r["strategy"]) for r in rows}
     want = set()
@@ -83,10 +86,9 @@ def test_every_model_and_member_count_is_measured_with_each_distinct_strategy(qu
 
 
 def test_ratios_are_the_default_and_each_strategy_over_sequential(quick_run):
-    _, out, _, _ = quick_run
+    _, out, _ = quick_run
     _, rows = _train_lines(out)
-    from jaxinit.forgetting.train import default_strategy
-    for model in ("mlp", "resnet9"):
+    for model, conv in (("mlp", False), ("resnet9", True)):
         ref_impl = None if model == "mlp" else "lax"
         for k in (1, 2):
             group = [r for r in rows if r["model"] == model and r["members"] == k]
@@ -94,8 +96,8 @@ def test_ratios_are_the_default_and_each_strategy_over_sequential(quick_run):
             seq = by[(ref_impl, "sequential")]["step_s"]
             # the quick preset's chunk (2) covers K = 2, so a chunked default runs the vmap code there
             chunk = benchmark.QUICK.bench.chunk
-            strategy = bench.canonical(Variant(ref_impl, default_strategy(model, jax.default_backend())),
-                                           k, chunk).strategy
+            strategy = bench.canonical(Variant(ref_impl, default_strategy(conv, jax.default_backend())),
+                                       k, chunk).strategy
             want = by[(ref_impl, strategy)]["step_s"] / seq
             assert all(r["ratio_default_vs_sequential"] == pytest.approx(want, rel=1e-9) for r in group)
             for r in group:
@@ -105,7 +107,7 @@ def test_ratios_are_the_default_and_each_strategy_over_sequential(quick_run):
 
 
 def test_vmapped_flops_are_k_times_one_member(quick_run):
-    _, out, _, _ = quick_run
+    _, out, _ = quick_run
     _, rows = _train_lines(out)
     one = {(r["model"], r["conv_impl"]): r["flops_per_step"] for r in rows if r["members"] == 1}
     for r in rows:
@@ -114,7 +116,7 @@ def test_vmapped_flops_are_k_times_one_member(quick_run):
 
 
 def test_phase_diagram_is_timed_against_the_per_point_baseline(quick_run):
-    _, out, _, _ = quick_run
+    _, out, _ = quick_run
     lines, _ = _train_lines(out)
     (p,) = [r for r in lines if r["kind"] == "phase_diagram"]
     assert p["platform"] == jax.default_backend() and p["points"] == 64 and p["depth"] == 5
@@ -124,14 +126,15 @@ def test_phase_diagram_is_timed_against_the_per_point_baseline(quick_run):
 
 
 def test_table_has_one_row_per_line(quick_run):
-    _, out, _, _ = quick_run
+    _, out, _ = quick_run
     _, rows = _train_lines(out)
     table = (out / "table.md").read_text()
     body = [s for s in table.splitlines() if s.startswith("| ") and not s.startswith("| model")]
     assert len(body) == len(rows)
     assert "phase diagram (tanh, 8 x 8, depth 5)" in table
     run = json.loads((out / "run.json").read_text())
-    assert run["platform"] == jax.default_backend() and run["total_s"] > 0
+    assert run["platform"] == jax.default_backend() and run["n_devices"] == jax.device_count()
+    assert run["total_s"] >= max(r["compile_s"] for r in rows)   # the whole run holds each of its parts
 
 
 def _one_error_line(capsys):
@@ -150,7 +153,8 @@ def _one_error_line(capsys):
     (["--bench.conv_impls=im2col"], "lax"),
     (["--bench.repeats=0"], "bench.repeats"),
     (["--bench.width_mult=0"], "width_mult"),
-    (["--bench.nope=1"], "unknown config key"),
+    (["--bench.nope=1"], "bench.nope"),
+    (["--preset", "default"], "unknown preset"),          # renamed `cpu`, like every experiment's default
 ])
 def test_bad_input_exits_2_with_one_line(tmp_path, capsys, args, fragment):
     assert benchmark.run(args + ["--out", str(tmp_path / "x")]) == 2
@@ -198,10 +202,13 @@ def test_cpu_nominal_peak_from_clock_and_vector_flags():
     assert bench.cpu_nominal_peak_flops(ZEN4 + "\ncpu MHz\t: 9999\n", 2)[0] == pytest.approx(2 * 2596.13e6 * 32)
 
 
-def test_nominal_peaks():
+def test_nominal_peaks_match_device_kinds_by_prefix():
     assert bench.nominal_peak_flops("NVIDIA H200") == pytest.approx(494.7e12)
-    assert bench.nominal_peak_flops("cpu") is None
-    assert all(math.isfinite(p) and p > 1e12 for p in bench.NOMINAL_PEAK_FLOPS.values())
+    assert bench.nominal_peak_flops("NVIDIA H100 80GB HBM3") == pytest.approx(494.7e12)
+    assert bench.nominal_peak_flops("NVIDIA H100 PCIe") == pytest.approx(378.0e12)     # not the SXM figure
+    assert bench.nominal_peak_flops("NVIDIA A100-SXM4-80GB") == pytest.approx(156.0e12)  # jax's full device_kind
+    for unknown in ("cpu", "NVIDIA GeForce RTX 4090", "TPU v5 lite", "NVIDIA H1"):
+        assert bench.nominal_peak_flops(unknown) is None, unknown
 
 
 def test_presets_validate():
@@ -240,3 +247,37 @@ def test_chunked_sweep_splits_members_like_training():
     assert [m.sigma_w for m in sweep.members] == [0.5, 1.25, 2.0]
     assert bench.chunk_shapes(bench.make_sweep(b, "mlp", Variant(None, "sequential"), 3, ds)) == [0, 0, 0]
     assert bench.chunk_shapes(bench.make_sweep(b, "mlp", Variant(None, "vmap"), 3, ds)) == [3]
+
+
+def test_is_conv_follows_the_model_kernels():
+    b = benchmark.QUICK.bench
+    assert not bench.is_conv(b, "mlp") and bench.is_conv(b, "resnet9") and bench.is_conv(b, "resnet20")
+
+
+def test_benchmark_sweep_is_the_forgetting_config_of_the_case():
+    b = benchmark.QUICK.bench
+    cfg = bench.forgetting_config(b, "resnet9", Variant("im2col", "chunked"), 3)
+    assert cfg.model.name == "resnet9" and cfg.model.conv_impl == "im2col" and cfg.model.width_mult == b.width_mult
+    assert cfg.train.strategy == "chunked" and cfg.train.chunk == b.chunk and cfg.train.batch_size == b.conv_batch_size
+    assert cfg.sweep.sigma_w == (0.5, 1.25, 2.0) and cfg.sweep.seeds == 1 and cfg.sweep.optimizers == (b.optimizer,)
+    ds = bench.synthetic_dataset((4,), 8)
+    sweep = bench.make_sweep(b, "mlp", Variant(None, "vmap"), 2, ds)
+    assert sweep.steps_per_epoch == b.steps and sweep.strategy == "vmap"
+    assert sweep.x_calib.shape == (8, 4)                      # build_sweep's calibration batch, capped by the set
+
+
+def test_help_shows_the_platform_preset_and_every_field_docstring(capsys):
+    assert benchmark.run(["--help"]) == 0
+    out = capsys.readouterr().out
+    assert f"{benchmark.platform_preset()} (default)" in out and "--quick" in out
+    assert "members per vmap call of the chunked strategy" in out      # a field docstring, through tyro
+
+
+@pytest.mark.parametrize("cls", [bench.BenchmarkConfig, bench.BenchSection, bench.PhaseSection])
+def test_config_dataclasses_are_frozen_with_a_docstring_under_every_field(cls):
+    assert cls.__dataclass_params__.frozen
+    body = ast.parse(inspect.getsource(cls)).body[0].body
+    documented = {node.target.id for node, nxt in zip(body, body[1:])
+                  if isinstance(node, ast.AnnAssign) and isinstance(nxt, ast.Expr)
+                  and isinstance(nxt.value, ast.Constant) and isinstance(nxt.value.value, str)}
+    assert documented == {f.name for f in fields(cls)}

@@ -3,7 +3,8 @@ import jax.numpy as jnp
 import numpy as np
 import pytest
 
-from jaxinit import data, standin
+from jaxinit import data
+from jaxinit.tools import standin
 from jaxinit.config import ConfigError, DataConfig
 from jaxinit.data import readers
 

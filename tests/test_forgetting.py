@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 
 from experiments import forgetting
-from jaxinit import standin
+from jaxinit.tools import standin
 
 ROOT = Path(__file__).resolve().parents[1]
 FAST = ["--preset", "smoke"]
@@ -102,6 +102,7 @@ def test_corrupt_checkpoint_is_a_clear_error(tmp_path, capsys):
     assert (out / "summary.json").read_text() == before        # nothing lost
 
 
+@pytest.mark.slow
 def test_sigkill_mid_run_then_resume_matches_uninterrupted(tmp_path):
     args = FAST + ["--train.epochs=40", "--train.checkpoint_every=3", "--sweep.sigma_w=0.5,1,2"]
     ref = tmp_path / "ref"
@@ -154,6 +155,7 @@ def _close(a, b, path=""):
         assert a == b, path
 
 
+@pytest.mark.slow
 def test_members_sharded_over_four_devices_give_the_one_device_summary(tmp_path):
     # Not bit for bit: XLA fuses Adam's elementwise update differently in the partitioned program (one ulp
     # of the update; gradients and moments are bit-equal), so floats get a tolerance and the study's

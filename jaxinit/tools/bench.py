@@ -1,11 +1,12 @@
 """Member-strategy benchmark, the measuring core: the machine, compile time, FLOPs, timed variants, rows.
 
 `experiments.benchmark` is the command line (presets, validation, files); this module measures. For each
-model, conv implementation and member count K, every member strategy of `jaxinit.forgetting.train` runs the real
-sweep path (`train.build_sweep`'s chunks from `compiled_fns`, `TrainState`s from the jitted `init`,
-`train.train_epoch`) over a synthetic on-device dataset of the model's input shape; the variants of one
-(model, K) are timed interleaved so that their ratios share the machine's load. Row fields: see the
-docstring of `experiments.benchmark` and DESIGN.md.
+model, conv implementation and member count K, every member strategy of `jaxinit.forgetting.members`
+runs the forgetting study's own training path over a synthetic on-device dataset of the model's input
+shape: the model of `loop.resolve_model`, chunks split as `loop.build_sweep` splits them, each with the
+jitted functions of `step.compiled_fns`, `TrainState`s from `loop.init_states` and epochs of
+`loop.train_epoch`. The variants of one (model, K) are timed interleaved so that their ratios share the
+machine's load. Row fields: see the docstring of `experiments.benchmark` and DESIGN.md.
 """
 from __future__ import annotations
 
@@ -23,9 +24,13 @@ import jax
 import jax.monitoring
 import jax.numpy as jnp
 
-from jaxinit.forgetting import train
-from jaxinit.config import ConfigError, ModelConfig, OptConfig
+from jaxinit import interrupt
+from jaxinit.config import ConfigError, ModelConfig, SweepConfig, TrainConfig
 from jaxinit.data import Dataset
+from jaxinit.forgetting import loop
+from jaxinit.forgetting.config import ForgettingConfig
+from jaxinit.forgetting.members import chunk_args, chunk_size, default_strategy, make_members, split_chunks
+from jaxinit.forgetting.step import compiled_fns
 from jaxinit.optim import resolve_setting
 
 STRATEGIES = ("sequential", "vmap", "chunked")
@@ -44,42 +49,70 @@ NOMINAL_PEAK_FLOPS = {
 
 @dataclass(frozen=True)
 class BenchSection:
-    enabled: bool = True            # false: only the phase-diagram timing
+    enabled: bool = True
+    """false: only the phase-diagram timing"""
     models: tuple[str, ...] = ("mlp", "resnet20", "resnet9")
+    """models to time (jaxinit.models registry names)"""
     members: tuple[int, ...] = (1, 4, 8, 16)
+    """member counts K, run in this order (a spent budget_s cuts the last ones)"""
     strategies: tuple[str, ...] = STRATEGIES
-    conv_impls: tuple[str, ...] = ("lax", "im2col")   # conv nets only; lax is the reference
-    chunk: int = 4                  # members per vmap call of the chunked strategy
-    batch_size: int = 128           # MLP batch
-    conv_batch_size: int = 128      # conv-net batch
-    optimizer: str = "sgd"          # setting label (jaxinit.optim)
+    """member strategies to time: sequential | vmap | chunked (sequential is every ratio's reference)"""
+    conv_impls: tuple[str, ...] = ("lax", "im2col")
+    """conv implementations, conv nets only: lax (the default, every ratio's reference) | im2col"""
+    chunk: int = 4
+    """members per vmap call of the chunked strategy"""
+    batch_size: int = 128
+    """MLP minibatch size"""
+    conv_batch_size: int = 128
+    """conv-net minibatch size"""
+    optimizer: str = "sgd"
+    """optimizer setting label (jaxinit.optim) of every member"""
     mlp_width: int = 512
+    """MLP hidden width"""
     mlp_depth: int = 4
-    mlp_input: int = 784            # MLP input dimension (784-512x4-10 as in MEASURED.md)
-    width_mult: float = 1.0         # conv-net channels x width_mult
-    model_width_mult: tuple[str, ...] = ()   # per-model "name=value" entries overriding width_mult
-    image_size: int = 32            # conv-net inputs (image_size, image_size, 3)
-    steps: int = 2                  # MLP train steps per timed epoch
-    conv_steps: int = 2             # conv-net train steps per timed epoch
-    repeats: int = 5                # timed epochs per variant (median reported)
-    max_epoch_s: float = 120.0      # skip a variant whose epoch, extrapolated from a smaller K, exceeds this
-    budget_s: float = 0.0           # > 0: stop starting new (model, K) groups after this many seconds
-    require_accelerator: bool = False   # refuse to start on a CPU (full-width presets would run for hours)
+    """MLP hidden layers"""
+    mlp_input: int = 784
+    """MLP input dimension (784-512x4-10 as in MEASURED.md)"""
+    width_mult: float = 1.0
+    """conv-net channels x width_mult"""
+    model_width_mult: tuple[str, ...] = ()
+    """per-model name=value entries overriding width_mult (e.g. resnet9=0.125)"""
+    image_size: int = 32
+    """conv-net inputs are (image_size, image_size, 3)"""
+    steps: int = 2
+    """MLP train steps per timed epoch"""
+    conv_steps: int = 2
+    """conv-net train steps per timed epoch"""
+    repeats: int = 5
+    """timed epochs per variant (the median is reported)"""
+    max_epoch_s: float = 120.0
+    """skip a variant whose epoch, extrapolated from a smaller K, would take longer than this"""
+    budget_s: float = 0.0
+    """> 0: start no new (model, K) group after this many seconds (0 = no limit)"""
+    require_accelerator: bool = False
+    """refuse to start on a CPU (full-width presets would run for hours there)"""
 
 
 @dataclass(frozen=True)
 class PhaseSection:
     enabled: bool = True
-    n_grid: int = 200               # grid points per axis of the jax phase diagram
+    """time the vmapped theory phase diagram against the per-point numpy/scipy baseline"""
+    n_grid: int = 200
+    """grid points per axis of the jax phase diagram"""
     depth: int = 100
-    baseline_points: int = 20       # per-point numpy/scipy baseline: points timed (extrapolated to the grid)
-    repeats: int = 3                # first calls of the jax diagram (caches cleared before each)
+    """layers the diagram propagates through"""
+    baseline_points: int = 20
+    """points the per-point baseline times (extrapolated to the whole grid)"""
+    repeats: int = 3
+    """first calls of the jax diagram (caches cleared before each; the median is reported)"""
 
 
 @dataclass(frozen=True)
 class BenchmarkConfig:
     bench: BenchSection = BenchSection()
+    """the training-step cases: models, member counts, strategies, sizes, repeats"""
     phase: PhaseSection = PhaseSection()
+    """the phase-diagram timing"""
 
 
 # --------------------------------------------------------------------------- the machine
@@ -155,7 +188,10 @@ def _cpu_count() -> int:
 
 # --------------------------------------------------------------------------- compile clock
 class CompileClock:
-    """Seconds JAX spends tracing, lowering and compiling while active (jax.monitoring events)."""
+    """Seconds JAX spends tracing, lowering and compiling inside `measure()` (jax.monitoring events).
+
+    Listens while entered (`with CompileClock() as clock:`); the listener is removed on exit.
+    """
 
     EVENTS = ("/jax/core/compile/jaxpr_trace_duration", "/jax/core/compile/jaxpr_to_mlir_module_duration",
               "/jax/core/compile/backend_compile_duration")
@@ -163,7 +199,13 @@ class CompileClock:
     def __init__(self):
         self.seconds = 0.0
         self._active = False
+
+    def __enter__(self) -> "CompileClock":
         jax.monitoring.register_event_duration_secs_listener(self._listen)
+        return self
+
+    def __exit__(self, *exc) -> None:
+        jax.monitoring.unregister_event_duration_listener(self._listen)
 
     def _listen(self, event: str, duration: float, **_) -> None:
         if self._active and event in self.EVENTS:
@@ -220,7 +262,7 @@ def steps(b: BenchSection, name: str) -> int:
     return b.steps if name == "mlp" else b.conv_steps
 
 
-def synthetic_dataset(shape: tuple, n: int, seed: int = 0):
+def synthetic_dataset(shape: tuple, n: int, seed: int = 0) -> Dataset:
     """Gaussian inputs and uniform labels on the device, in the `jaxinit.data.Dataset` form training uses."""
     kx, ky = jax.random.split(jax.random.key(seed))
     x = jax.random.normal(kx, (n, *shape), jnp.float32)
@@ -228,25 +270,48 @@ def synthetic_dataset(shape: tuple, n: int, seed: int = 0):
     return Dataset(x, y, x[:1], y[:1], x[:1], y[:1], N_CLASSES, tuple(shape), "synthetic")
 
 
-def make_sweep(b: BenchSection, name: str, variant: Variant, k: int, ds):
-    """The `train.Sweep` a K-member run of `variant` builds (same chunks and compiled functions)."""
-    setting = resolve_setting(b.optimizer, OptConfig())
-    sigmas = [float(s) for s in _linspace(*SIGMA_RANGE, k)]
-    members = train.make_members((b.optimizer,), sigmas, 1)
-    make = functools.partial(train.compiled_fns, model_config(b, name, variant.conv_impl), tuple(ds.input_shape),
-                             N_CLASSES, setting, steps(b, name), 1, batch_size(b, name), False)
-    chunks = train.split_chunks(members, train.chunk_size(variant.strategy, k, b.chunk), make)
-    return train.Sweep(ds, members, {b.optimizer: setting}, {b.optimizer: chunks}, steps(b, name), variant.strategy)
+def forgetting_config(b: BenchSection, name: str, variant: Variant, k: int) -> ForgettingConfig:
+    """The forgetting-study config of a K-member run of `variant` (one epoch of `steps` batches)."""
+    return ForgettingConfig(
+        model=model_config(b, name, variant.conv_impl),
+        train=TrainConfig(batch_size=batch_size(b, name), epochs=1, strategy=variant.strategy, chunk=b.chunk),
+        sweep=SweepConfig(sigma_w=tuple(_linspace(*SIGMA_RANGE, k)), seeds=1, optimizers=(b.optimizer,)))
+
+
+def make_sweep(b: BenchSection, name: str, variant: Variant, k: int, ds: Dataset) -> loop.Sweep:
+    """The `loop.Sweep` that `loop.build_sweep` makes for `forgetting_config`, on `ds` instead of a loaded set.
+
+    Same model, chunks and compiled functions (`step.compiled_fns`, cached on structure), so every
+    variant times the training step a forgetting run of that strategy executes.
+    """
+    cfg = forgetting_config(b, name, variant, k)
+    key, model = loop.resolve_model(cfg, tuple(ds.input_shape), int(ds.n_classes))
+    setting = resolve_setting(b.optimizer, cfg.opt)
+    members = make_members(cfg.sweep.optimizers, cfg.sweep.sigma_w, cfg.sweep.seeds)
+    make = functools.partial(compiled_fns, key, model, tuple(ds.input_shape), setting, steps(b, name),
+                             cfg.train.epochs, cfg.train.batch_size, cfg.data.augment)
+    chunks = split_chunks(members, chunk_size(variant.strategy, k, b.chunk), make)
+    x_calib = ds.x_train[:4 * cfg.train.batch_size]      # build_sweep's BatchNorm calibration batch
+    return loop.Sweep(ds, members, {b.optimizer: setting}, {b.optimizer: chunks}, steps(b, name),
+                      variant.strategy, x_calib)
+
+
+def is_conv(b: BenchSection, name: str) -> bool:
+    """Whether the model has a spatial kernel (`loop.has_conv`, the input of `default_strategy`)."""
+    cfg = ForgettingConfig(model=model_config(b, name, "lax"))
+    return loop.has_conv(loop.resolve_model(cfg, input_shape(b, name), N_CLASSES)[1])
 
 
 def _linspace(lo: float, hi: float, k: int) -> list[float]:
     return [lo] if k == 1 else [lo + (hi - lo) * i / (k - 1) for i in range(k)]
 
 
-def run_epoch(sweep, states, epoch: int):
-    """One timed epoch (`sweep.steps_per_epoch` steps of every chunk) through `train.train_epoch`."""
+def run_epoch(sweep: loop.Sweep, states, epoch: int):
+    """One timed epoch (`sweep.steps_per_epoch` steps of every chunk) through `loop.train_epoch`."""
     t = time.perf_counter()
-    states = train.train_epoch(sweep, states, epoch)
+    states, done = loop.train_epoch(sweep, states, epoch)
+    if done < sweep.steps_per_epoch:        # SIGINT / SIGTERM at a step boundary: stop the benchmark
+        interrupt.check()
     jax.block_until_ready(states)
     return states, time.perf_counter() - t
 
@@ -263,7 +328,7 @@ def step_flops(sweep, states) -> float | None:
         for chunk, state in zip(chunks, states[label]):
             shape = len(chunk.members) if chunk.batched else 0
             if shape not in seen:
-                _, seeds = train.chunk_args(chunk)
+                _, seeds = chunk_args(chunk)
                 perm = chunk.fns.perm(seeds, jnp.int32(0), int(sweep.ds.x_train.shape[0]))
                 compiled = chunk.fns.step.lower(state, sweep.ds.x_train, sweep.ds.y_train, perm, jnp.int32(0),
                                                 seeds).compile()
@@ -334,7 +399,7 @@ def measure_group(cfg: BenchmarkConfig, name: str, k: int, ds, clock: CompileClo
 def _prepare(b: BenchSection, name: str, v: Variant, k: int, ds, clock: CompileClock, compiled: dict) -> list:
     """[sweep, warmed-up states, compile_s]; a variant's compile_s counts each executable it needs once."""
     sweep = make_sweep(b, name, v, k, ds)
-    states = train.init_states(sweep)
+    states = loop.init_states(sweep)
     with clock.measure() as took:           # warm-up epoch: compiles whatever this variant is the first to need
         states, _ = run_epoch(sweep, states, 0)
     shapes = sorted(set(chunk_shapes(sweep)))
@@ -387,7 +452,7 @@ def group_rows(cfg: BenchmarkConfig, info: dict, name: str, k: int, measured: di
     """
     b = cfg.bench
     ref_impl = None if name == "mlp" else "lax"
-    default = train.default_strategy(name, info["platform"])
+    default = default_strategy(is_conv(b, name), info["platform"])
     ref = measured[Variant(ref_impl, "sequential")]["step_s"]
     dflt = measured.get(canonical(Variant(ref_impl, default), k, b.chunk))
     ratio_default = dflt["step_s"] / ref if dflt is not None else None

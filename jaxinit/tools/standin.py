@@ -6,11 +6,12 @@ dtype and file layout (`cifar-10-batches-py/` of pickled batches), so the data p
 steps and every timing are those of the real run; its pixels and labels are uniform noise, so its
 accuracies mean nothing.
 
-    python -m jaxinit.standin cifar10 DIR            # 50,000 + 10,000 images, ~180 MB
-    python -m jaxinit.standin cifar10 DIR --n 8      # 8 images per batch file (tests)
+    python -m jaxinit.tools.standin cifar10 DIR          # 50,000 + 10,000 images, ~180 MB
+    python -m jaxinit.tools.standin cifar10 DIR --n 8    # 8 images per batch file (tests)
 """
 from __future__ import annotations
 
+import argparse
 import pickle
 import sys
 from pathlib import Path
@@ -43,28 +44,48 @@ def write_cifar10_standin(root: str | Path, n_per_batch: int = CIFAR10_PER_BATCH
     return folder
 
 
+class _Parser(argparse.ArgumentParser):
+    def error(self, message: str):   # argparse prints usage + message; we want one line
+        raise _UsageError(message)
+
+
+class _UsageError(Exception):
+    pass
+
+
+def _images_per_batch(text: str) -> int:
+    if not text.strip().isdigit() or int(text) < 1:
+        raise argparse.ArgumentTypeError(f"needs a whole number >= 1, got {text!r}")
+    return int(text)
+
+
+def _directory(text: str) -> Path:
+    if not text.strip():
+        raise argparse.ArgumentTypeError("needs a directory, got an empty string")
+    return Path(text).expanduser()
+
+
+def parser() -> argparse.ArgumentParser:
+    p = _Parser(prog="python -m jaxinit.tools.standin", description=__doc__, allow_abbrev=False,
+                formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("dataset", choices=["cifar10"], metavar="DATASET", help="the set to imitate: cifar10")
+    p.add_argument("dir", type=_directory, metavar="DIR", help="DIR/cifar-10-batches-py/ is written (~ is expanded)")
+    p.add_argument("--n", type=_images_per_batch, default=CIFAR10_PER_BATCH, metavar="IMAGES_PER_BATCH",
+                   help=f"images per batch file (default {CIFAR10_PER_BATCH:,}, CIFAR-10's)")
+    return p
+
+
 def main(argv: list[str] | None = None) -> int:
-    args = list(sys.argv[1:] if argv is None else argv)
-    usage = "usage: python -m jaxinit.standin cifar10 DIR [--n IMAGES_PER_BATCH]"
-    if any(a in ("-h", "--help") for a in args):
-        print(__doc__)
-        return 0
-    n = CIFAR10_PER_BATCH
-    if "--n" in args:
-        i = args.index("--n")
-        value = args[i + 1] if i + 1 < len(args) else ""
-        if not value.isdigit() or int(value) < 1:
-            print(f"error: --n needs a whole number >= 1, got {value!r}", file=sys.stderr)
-            return 2
-        n = int(value)
-        del args[i:i + 2]
-    if len(args) != 2 or args[0] != "cifar10":
-        print(f"error: {usage}", file=sys.stderr)
+    """Write the stand-in and print its folder; bad input is one line on stderr and exit status 2."""
+    try:
+        args = parser().parse_args(sys.argv[1:] if argv is None else list(argv))
+    except _UsageError as e:
+        print(f"error: {e}", file=sys.stderr)
         return 2
     try:
-        print(write_cifar10_standin(args[1], n))
+        print(write_cifar10_standin(args.dir, args.n))
     except OSError as e:
-        print(f"error: {args[1]}: cannot write there ({e.strerror or e})", file=sys.stderr)
+        print(f"error: {args.dir}: cannot write there ({e.strerror or e})", file=sys.stderr)
         return 2
     return 0
 
