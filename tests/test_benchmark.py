@@ -241,7 +241,7 @@ def test_group_rows_refer_every_conv_impl_to_sequential_lax():
 
 def test_chunked_sweep_splits_members_like_training():
     b = benchmark.QUICK.bench                                   # chunk = 2
-    ds = bench.synthetic_dataset((4,), 8)
+    ds = bench.synthetic_dataset((4,), 64)   # >= the batch size (build_sweep checks it)
     sweep = bench.make_sweep(b, "mlp", Variant(None, "chunked"), 3, ds)
     assert bench.chunk_shapes(sweep) == [2, 1]              # a vmapped pair, then a vmapped single member
     assert [m.sigma_w for m in sweep.members] == [0.5, 1.25, 2.0]
@@ -260,10 +260,10 @@ def test_benchmark_sweep_is_the_forgetting_config_of_the_case():
     assert cfg.model.name == "resnet9" and cfg.model.conv_impl == "im2col" and cfg.model.width_mult == b.width_mult
     assert cfg.train.strategy == "chunked" and cfg.train.chunk == b.chunk and cfg.train.batch_size == b.conv_batch_size
     assert cfg.sweep.sigma_w == (0.5, 1.25, 2.0) and cfg.sweep.seeds == 1 and cfg.sweep.optimizers == (b.optimizer,)
-    ds = bench.synthetic_dataset((4,), 8)
+    ds = bench.synthetic_dataset((4,), 64)   # >= the batch size (build_sweep checks it)
     sweep = bench.make_sweep(b, "mlp", Variant(None, "vmap"), 2, ds)
     assert sweep.steps_per_epoch == b.steps and sweep.strategy == "vmap"
-    assert sweep.x_calib.shape == (8, 4)                      # build_sweep's calibration batch, capped by the set
+XX
 
 
 def test_help_shows_the_platform_preset_and_every_field_docstring(capsys):

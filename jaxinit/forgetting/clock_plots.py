@@ -12,9 +12,8 @@ Figures use `matplotlib.figure.Figure` directly (no pyplot state, no backend swi
 """
 from __future__ import annotations
 
-import math
 from pathlib import Path
-from typing import Any, Sequence
+from typing import Sequence
 
 from matplotlib.figure import Figure
 from matplotlib.ticker import NullFormatter

@@ -31,7 +31,7 @@ from jaxinit.config import ConfigError, to_dict
 from jaxinit.forgetting import memory
 from jaxinit.forgetting.evaluate import eval_splits, evaluate_all, member_learning_rates
 from jaxinit.forgetting.members import (Chunk, Member, chunk_args, chunk_size, default_strategy, init_chunk,
-                                        make_members, member_mesh, shard_members, split_chunks, stack, unstack)
+                                        make_members, member_mesh, shard_members, split_chunks, stack)
 from jaxinit.forgetting.step import compiled_fns
 from jaxinit.optim import HEAVY_BALL_KINDS, OptSetting, resolve_setting
 
@@ -85,13 +85,16 @@ def has_conv(model) -> bool:
                for p, x in jax.tree_util.tree_flatten_with_path(params)[0])
 
 
-def build_sweep(cfg, model=None) -> Sweep:
-    """Load data, resolve settings, model and strategy, and split each setting's members into chunks."""
-    ds = distributed.replicate(data_lib.load_dataset(cfg.data), member_mesh())
+def build_sweep(cfg, model=None, ds=None, steps_per_epoch: int | None = None) -> Sweep:
+    """Load data, resolve settings, model and strategy, and split each setting's members into chunks.
+
+    ``ds`` replaces the data set of ``cfg.data`` and ``steps_per_epoch`` the epoch length (the benchmark
+    times the training path on synthetic data this way)."""
+    ds = distributed.replicate(data_lib.load_dataset(cfg.data) if ds is None else ds, member_mesh())
     n_train = int(ds.x_train.shape[0])
     if cfg.train.batch_size > n_train:
         raise ConfigError(f"--train.batch_size={cfg.train.batch_size} is larger than the training split ({n_train})")
-    spe = data_lib.steps_per_epoch(n_train, cfg.train.batch_size)
+    spe = steps_per_epoch or data_lib.steps_per_epoch(n_train, cfg.train.batch_size)
     key, mdl = resolve_model(cfg, tuple(ds.input_shape), int(ds.n_classes), model)
     strategy = cfg.train.strategy if cfg.train.strategy != "auto" else default_strategy(has_conv(mdl))
     settings = {label: resolve_setting(label, cfg.opt) for label in cfg.sweep.optimizers}

@@ -11,7 +11,6 @@ machine's load. Row fields: see the docstring of `experiments.benchmark` and DES
 from __future__ import annotations
 
 import contextlib
-import functools
 import json
 import platform as _platform
 import sys
@@ -29,9 +28,7 @@ from jaxinit.config import ConfigError, ModelConfig, SweepConfig, TrainConfig
 from jaxinit.data import Dataset
 from jaxinit.forgetting import loop
 from jaxinit.forgetting.config import ForgettingConfig
-from jaxinit.forgetting.members import chunk_args, chunk_size, default_strategy, make_members, split_chunks
-from jaxinit.forgetting.step import compiled_fns
-from jaxinit.optim import resolve_setting
+from jaxinit.forgetting.members import chunk_args, default_strategy
 
 STRATEGIES = ("sequential", "vmap", "chunked")
 N_CLASSES = 10
@@ -285,15 +282,7 @@ def make_sweep(b: BenchSection, name: str, variant: Variant, k: int, ds: Dataset
     variant times the training step a forgetting run of that strategy executes.
     """
     cfg = forgetting_config(b, name, variant, k)
-    key, model = loop.resolve_model(cfg, tuple(ds.input_shape), int(ds.n_classes))
-    setting = resolve_setting(b.optimizer, cfg.opt)
-    members = make_members(cfg.sweep.optimizers, cfg.sweep.sigma_w, cfg.sweep.seeds)
-    make = functools.partial(compiled_fns, key, model, tuple(ds.input_shape), setting, steps(b, name),
-                             cfg.train.epochs, cfg.train.batch_size, cfg.data.augment)
-    chunks = split_chunks(members, chunk_size(variant.strategy, k, b.chunk), make)
-    x_calib = ds.x_train[:4 * cfg.train.batch_size]      # build_sweep's BatchNorm calibration batch
-    return loop.Sweep(ds, members, {b.optimizer: setting}, {b.optimizer: chunks}, steps(b, name),
-                      variant.strategy, x_calib)
+    return loop.build_sweep(cfg, ds=ds, steps_per_epoch=steps(b, name))
 
 
 def is_conv(b: BenchSection, name: str) -> bool:
