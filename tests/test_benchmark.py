@@ -263,7 +263,7 @@ def test_benchmark_sweep_is_the_forgetting_config_of_the_case():
     ds = bench.synthetic_dataset((4,), 64)   # >= the batch size (build_sweep checks it)
     sweep = bench.make_sweep(b, "mlp", Variant(None, "vmap"), 2, ds)
     assert sweep.steps_per_epoch == b.steps and sweep.strategy == "vmap"
-XX
+    assert sweep.x_calib.shape == (64, 4)                     # build_sweep's calibration batch, capped by the set
 
 
 def test_help_shows_the_platform_preset_and_every_field_docstring(capsys):
