@@ -23,7 +23,8 @@ def test_x64_stays_scoped_to_theory():
     assert jnp.zeros(1).dtype == jnp.float32
     assert not jax.config.jax_enable_x64
     q, c = mf.fixed_point(2.0, 0.1, "tanh")
-    assert isinstance(q, np.ndarray) and q.dtype == np.float64
+    assert isinstance(q, jax.Array) and q.dtype == jnp.float64      # jax arrays out, float64 kept
+    assert np.asarray(q).dtype == np.float64
 
 
 def test_tanh_eoc_matches_scipy_quad_to_1e8():
@@ -38,7 +39,7 @@ def test_tanh_eoc_matches_scipy_quad_to_1e8():
 
 def test_eoc_oracles():
     sb = np.array([0.0, 0.05, 0.1])
-    tanh = mf.eoc(sb, "tanh")
+    tanh = np.asarray(mf.eoc(sb, "tanh"))
     np.testing.assert_allclose(tanh[1:], [1.760955, 1.986073], atol=5e-7)           # THEORY.md section 4
     np.testing.assert_allclose(mf.fixed_point(tanh[1:], sb[1:], "tanh")[0], [0.570048, 0.805799], atol=5e-7)
     assert tanh[0] == pytest.approx(1.0, abs=1e-8)   # = 1/tanh'(0)^2 of the erf expansion (|e'| < 2.1e-9)
@@ -107,14 +108,14 @@ def test_c_star_is_exactly_one_where_approach_is_algebraic():
 
 def test_relu_oracles_and_unbounded_q_star():
     """c2, c5, c10 from c1 = 0 at sigma_b2 = 0 (THEORY.md section 3); q* = sigma_b2/(1 - sigma_w2/2) or inf."""
-    q, c = mf.propagate(2.0, 0.0, "relu", 10)
+    q, c = map(np.asarray, mf.propagate(2.0, 0.0, "relu", 10))
     np.testing.assert_allclose(c[[1, 4, 9]], [0.3183099, 0.6809535, 0.8548092], atol=5e-8)
     np.testing.assert_allclose(q, 2.0, rtol=1e-14)
-    q_star, _ = mf.fixed_point(np.array([1.0, 1.5, 2.0, 3.0]), 0.2, "relu")
+    q_star = np.asarray(mf.fixed_point(np.array([1.0, 1.5, 2.0, 3.0]), 0.2, "relu")[0])
     np.testing.assert_allclose(q_star[:2], [0.2 / 0.5, 0.2 / 0.25], rtol=1e-14)
     assert np.isinf(q_star[2:]).all()
     # 1 - c_l ~ 9 pi^2 / (2 l^2) at the ReLU EOC (approached from below, like 1 - O(1/l))
-    _, c = mf.propagate(2.0, 0.0, "relu", 1600)
+    c = np.asarray(mf.propagate(2.0, 0.0, "relu", 1600)[1])
     layers = np.array([100, 400, 1600])
     ratio = (1 - c[layers - 1]) * layers ** 2 / (9 * PI ** 2 / 2)
     assert ratio[-1] == pytest.approx(1.0, rel=0.03) and (np.diff(ratio) > 0).all()
@@ -193,3 +194,39 @@ def test_wide_networks_reproduce_c_and_gamma_per_layer(act, sw, sb):
     np.testing.assert_allclose(q, q_th, rtol=0.05)
     np.testing.assert_allclose(p / q, c_th, rtol=0.05)                      # c per layer
     np.testing.assert_allclose(p / (q - p), c_th / (1 - c_th), rtol=0.05)   # gamma_corr per layer
+
+
+def test_chi1_tilde_is_the_slope_of_the_length_map_for_homogeneous_psi():
+    """chi_1~ = dq'/dq (q' linear in q for the ReLU family): a finite difference of the public q_map;
+    for pooled ReLU it is not the gradient criterion chi_1 = sigma_w2 E|grad psi|^2."""
+    for act, moment in (("relu", 0.5), ("relu+maxpool", 0.75 + 0.5 / PI), ("relu+avgpool", 0.25 + 0.25 / PI)):
+        sw, sb, q, h = 1.3, 0.2, 2.0, 1e-3
+        slope = (float(mf.q_map(q + h, sw, sb, act)) - float(mf.q_map(q - h, sw, sb, act))) / (2 * h)
+        assert float(mf.chi1_tilde(sw, sb, act)) == pytest.approx(slope, rel=1e-10)
+        assert float(mf.chi1_tilde(sw, sb, act)) == pytest.approx(sw * moment, rel=1e-14)
+    assert float(mf.chi1_tilde(1.3, 0.2, "relu+maxpool")) != pytest.approx(float(mf.chi1(1.3, 0.2, "relu+maxpool")))
+    np.testing.assert_array_equal(np.asarray(mf.chi1_tilde(SW_GRID, 0.1, "tanh")), np.asarray(mf.chi1(SW_GRID, 0.1, "tanh")))
+
+
+SW_GRID = np.array([0.5, 1.5, 3.0])
+
+
+def test_tanh_maxpool_neutrality_line_is_finite_far_out():
+    """The values the neutrality_line docstring states, and c* = 1/2 there."""
+    sb = np.array([0.0, 0.1, 0.5, 1.0])
+    sw = np.asarray(mf.neutrality_line(sb, "tanh+maxpool"))
+    np.testing.assert_allclose(sw, [37.6, 39.7, 47.3, 56.1], atol=0.06)
+    np.testing.assert_allclose(np.asarray(mf.fixed_point(sw, sb, "tanh+maxpool")[1]), 0.5, atol=1e-8)
+    assert np.isnan(np.asarray(mf.neutrality_line(sb, "gelu"))).all()
+    assert np.isnan(np.asarray(mf.neutrality_line(sb, "silu"))).all()
+
+
+@pytest.mark.parametrize("act", ["gelu", "silu"])
+def test_unbounded_smooth_fixed_points(act):
+    """sigma_b2 = 0, ordered: q* = 0 and c* = 1 (psi is linear on the vanishing scale); chaotic: q* = inf,
+    chi_1 = sigma_w2 / 2 (the ReLU limit); ordered with bias: finite q* solving the length map."""
+    q, c = (np.asarray(x) for x in mf.fixed_point(np.array([0.3, 1.8, 3.0, 1.0]), np.array([0.0, 0.0, 0.1, 0.1]), act))
+    assert (q[:2] < 1e-30).all()
+    np.testing.assert_array_equal(c, 1.0)
+    assert np.isinf(q[2]) and float(mf.chi1(3.0, 0.1, act)) == 1.5
+    assert float(mf.q_map(q[3], 1.0, 0.1, act)) == pytest.approx(q[3], rel=1e-12) and 0 < q[3] < 1

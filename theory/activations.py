@@ -23,7 +23,8 @@ How each expectation is computed (no Monte Carlo anywhere):
   arcsin(c beta_j beta_k)`, `beta_k^2 = 2 b_k^2 q / (1 + 2 b_k^2 q)`. Gauss-Hermite with 200 nodes is
   only 1e-6 accurate at `q = 7` (tanh is steep on the Gaussian's scale); tests check both agree where
   Gauss-Hermite converges.
-- gelu, silu: Gauss-Hermite, 200 nodes in 1-D and a 64 x 64 Cholesky grid in 2-D (`quadrature`).
+- gelu, silu: members of the family `x Phi(a x)` (SiLU through the same erf expansion as tanh), whose
+  expectations are closed forms in any q (`theory.gelu`).
 - avgpool of `k = 2` iid pairs: `E[psi_a psi_b] = K_phi / 2 + m_a m_b / 2`, `E<grad, grad> = G_phi / 2`.
 - relu + maxpool: with `theta = arccos c`, `A = arcsin(c / sqrt 2)`, Plackett's identity on the
   4-D orthant probability `2 P(h_1 > max(h_2, 0) for both inputs)` gives the closed form
@@ -42,7 +43,9 @@ How each expectation is computed (no Monte Carlo anywhere):
   `kernel(q, 1) = E[tanh(M)^2] = E[tanh(z)^2]` and `grad_moment` equal tanh's (even functions of the
   max of two iid Gaussians have the law of one, THEORY.md section 3).
 
-All functions take float64 arrays that broadcast and return arrays of the broadcast shape.
+All functions take float64 arrays that broadcast and return arrays of the broadcast shape; they are
+differentiable in `q` and `c` (`jax.grad`), the ReLU kernels through Price's theorem (`dK/dc = G`), whose
+closed forms autodiff would turn into nan at `c = 1`.
 """
 from __future__ import annotations
 
@@ -54,7 +57,9 @@ import jax.numpy as jnp
 import numpy as np
 from jax import lax
 
+from theory import gelu as xphi
 from theory import quadrature
+from theory.special import arcsin, arcsin_with_complement, sin_half_pi, sqrt1m as _sqrt1m
 
 PI = math.pi
 SQRT_2PI = math.sqrt(2.0 * PI)
@@ -73,57 +78,6 @@ class Activation(NamedTuple):
     grad_kernel: Callable
     grad_moment: Callable
     grad_moment_inf: float  # lim_{q -> inf} grad_moment (unbounded, non-homogeneous); nan otherwise
-    exact_diagonal: bool = True   # kernel(q, 1) == second_moment(q) to the last bit (not for quadrature)
-
-
-# XLA's float64 arcsin / sin run ~7x slower than tanh on CPU (scalar calls) and the kernels below call
-# them ~100 times per map evaluation, so both are evaluated here as polynomials in vectorisable Horner
-# form. arcsin: |x| <= 1/2 directly, else pi/2 - 2 arcsin(sqrt((1 - |x|)/2)), so that
-# arcsin(sqrt t)/sqrt t is needed on t in [0, 1/4] only; there it is the polynomial below in s = 8t - 1,
-# the Chebyshev economisation (exact rational arithmetic) of its Taylor series
-# sum_n C(2n, n) t^n / (4^n (2n + 1)), truncation tail 1.6e-17 (tests: max error 2 ulp of pi/2).
-_ASIN_SERIES = np.array([
-    1.0221005752492498, 0.023472196200223696, 0.0014859415578623095, 0.00012529313331256214,
-    1.2116523077144013e-05, 1.269930661896025e-06, 1.4033986094563414e-07, 1.6101623159871324e-08,
-    1.8997263232217636e-09, 2.2879502893106995e-10, 2.805655012218205e-11, 3.682516286629292e-12,
-    4.658263107307966e-13])
-_SIN_SERIES = np.array([(-1.0) ** n / math.factorial(2 * n + 1) for n in range(11)])   # |theta| <= pi/2
-
-
-def _horner(coefs: np.ndarray, t):
-    acc = jnp.full_like(t, coefs[-1])
-    for a in coefs[-2::-1]:
-        acc = acc * t + a
-    return acc
-
-
-def arcsin_with_complement(x, one_minus_x):
-    """arcsin(x) on [-1, 1] given also `1 - x` computed without cancellation (used near x = 1).
-
-    |x| <= 1/2: `x p(x^2)`; x > 1/2: `pi/2 - 2 y p(y^2)`, `y = sqrt((1 - x)/2)`; x < -1/2 by symmetry.
-    """
-    a = jnp.abs(x)
-    big = a > 0.5
-    one_minus_a = jnp.where(x > 0, one_minus_x, 1.0 - a)
-    t = jnp.where(big, 0.5 * jnp.clip(one_minus_a, 0.0, None), x * x)
-    series = _horner(_ASIN_SERIES, 8.0 * t - 1.0)
-    outer = 0.5 * PI - 2.0 * jnp.sqrt(jnp.where(big, t, 0.25)) * series
-    return jnp.where(big, jnp.sign(x) * outer, x * series)
-
-
-def arcsin(x):
-    """arcsin on [-1, 1] (float64, differentiable; derivative infinite only at |x| = 1)."""
-    return arcsin_with_complement(x, 1.0 - x)
-
-
-def sin_half_pi(theta):
-    """sin on [-pi/2, pi/2] by its Taylor series (remainder < 3e-16)."""
-    return theta * _horner(_SIN_SERIES, theta * theta)
-
-
-def _sqrt1m(c):
-    """sqrt(1 - c^2) computed as sqrt((1 - c)(1 + c)), accurate near |c| = 1."""
-    return jnp.sqrt(jnp.clip((1.0 - c) * (1.0 + c), 0.0))
 
 
 def _pool(phi: Callable, reduce: Callable, k: int = 2) -> Callable:
@@ -150,16 +104,31 @@ def _linear() -> Activation:
 
 
 # --------------------------------------------------------------------------- relu
-def relu_kernel_unit(c):
-    """`E[relu(u1) relu(u2)]` at unit variance: `(sqrt(1-c^2) + (pi - theta) c) / (2 pi)` (Cho & Saul 2009)."""
-    s = _sqrt1m(c)
-    theta = jnp.arctan2(s, c)
-    return (s + (PI - theta) * c) / (2.0 * PI)
+def _price_derivative(grad_kernel_unit: Callable) -> Callable:
+    """Decorator: give a unit-variance kernel `K(c)` the derivative `dK/dc = G(c)` (Price's theorem).
+
+    The closed forms hold `sqrt(1 - c^2)` and `arccos c` terms whose derivatives are infinite at
+    `c = 1` and cancel analytically; autodiff would return nan there (c reaches 1 exactly in deep
+    ordered nets), while `G(1)` is finite.
+    """
+    def wrap(kernel_unit: Callable) -> Callable:
+        k = jax.custom_jvp(kernel_unit)
+        k.defjvp(lambda primals, tangents: (kernel_unit(*primals), grad_kernel_unit(*primals) * tangents[0]))
+        return k
+    return wrap
 
 
 def relu_grad_kernel(c):
     """`E[relu'(u1) relu'(u2)] = (pi - theta) / (2 pi)`."""
     return (PI - jnp.arctan2(_sqrt1m(c), c)) / (2.0 * PI)
+
+
+@_price_derivative(relu_grad_kernel)
+def relu_kernel_unit(c):
+    """`E[relu(u1) relu(u2)]` at unit variance: `(sqrt(1-c^2) + (pi - theta) c) / (2 pi)` (Cho & Saul 2009)."""
+    s = _sqrt1m(c)
+    theta = jnp.arctan2(s, c)
+    return (s + (PI - theta) * c) / (2.0 * PI)
 
 
 def _relu() -> Activation:
@@ -218,6 +187,7 @@ def _relu_max_antiderivative(c, xp=jnp):
 _RELU_MAX_F1 = float(_relu_max_antiderivative(np.float64(1.0), np))   # numpy: float64 outside any x64 scope
 
 
+@_price_derivative(relu_max_grad_kernel)
 def relu_max_kernel_unit(c):
     """`E[psi_a psi_b]`, psi = relu(max(h1, h2)), unit variance: `K(1) - int_c^1 G(t) dt`."""
     return RELU_MAX_M2 - (_RELU_MAX_F1 - _relu_max_antiderivative(c))
@@ -359,9 +329,11 @@ def tanh_max_kernel(q, c):
     lo, hi = arcsin(c[..., None] * bb), arcsin(bb)
     # arcsin(rho) ~ pi/2 - C sqrt(theta_1 - theta) at the upper end (rho = 1 at t = 1): with
     # theta = theta_1 - (theta_1 - theta_c) s^2 the integrand is smooth in s
+    # at c = 1 the interval is empty and the integrand's derivative is nan at its collapsed nodes: place
+    # the nodes as for c = 0 there (the integral is still multiplied by hi - lo = 0)
+    lo_nodes = jnp.where(c[..., None] >= 1.0, 0.0, lo)
     s, w = quadrature.legendre(N_MAXPOOL_GL)
-    width = (hi - lo)[..., None]
-    theta = hi[..., None] - width * s ** 2                           # [..., P, n]
+    theta = hi[..., None] - (hi - lo_nodes)[..., None] * s ** 2      # [..., P, n]
     t = sin_half_pi(theta) / bb[..., None]
     asin_rho, _ = _max_partial_corr(t, uj[..., None], uk[..., None])
     integral = jnp.sum(asin_rho * 2.0 * s * w, axis=-1) * (hi - lo)   # [..., P]
@@ -386,42 +358,26 @@ def _tanh_maxpool() -> Activation:
         grad_moment_inf=math.nan)
 
 
-# --------------------------------------------------------------------------- Gauss-Hermite activations
-def _quadrature_activation(name: str, phi: Callable, dphi: Callable) -> Activation:
-    """Smooth activation without closed forms: Gauss-Hermite in 1-D and on the 2-D Cholesky grid."""
-    n1, n2 = quadrature.N_1D, quadrature.N_2D
+# --------------------------------------------------------------------------- GELU, SiLU (theory.gelu)
+def _xphi_activation(name: str, phi: Callable, weights, slopes) -> Activation:
+    """`psi = sum_k w_k x Phi(s_k x)`: closed forms of `theory.gelu`, exact in q (no quadrature)."""
+    kernel = lambda q, c: xphi.mixture_kernel(q, c, weights, slopes)
+    grad_kernel = lambda q, c: xphi.mixture_grad_kernel(q, c, weights, slopes)
     return Activation(
         name, 1, False, False, phi,
-        mean=lambda q: quadrature.expect_1d(phi, q, n1),
-        second_moment=lambda q: quadrature.expect_1d(lambda u: phi(u) ** 2, q, n1),
-        kernel=lambda q, c: quadrature.expect_2d(phi, phi, q, c, n2),
-        grad_kernel=lambda q, c: quadrature.expect_2d(dphi, dphi, q, c, n2),
-        grad_moment=lambda q: quadrature.expect_1d(lambda u: dphi(u) ** 2, q, n1),
-        grad_moment_inf=0.5,   # both tend to relu: E[relu'^2] = 1/2
-        exact_diagonal=False)
-
-
-def _gelu(x):
-    return 0.5 * x * (1.0 + jax.scipy.special.erf(x / math.sqrt(2.0)))
-
-
-def _dgelu(x):
-    return 0.5 * (1.0 + jax.scipy.special.erf(x / math.sqrt(2.0))) + x * jnp.exp(-0.5 * x * x) / SQRT_2PI
-
-
-def _silu(x):
-    return x * jax.nn.sigmoid(x)
-
-
-def _dsilu(x):
-    s = jax.nn.sigmoid(x)
-    return s * (1.0 + x * (1.0 - s))
+        mean=lambda q: xphi.mixture_mean(q, weights, slopes),
+        second_moment=lambda q: kernel(q, jnp.ones_like(q)),
+        kernel=kernel,
+        grad_kernel=grad_kernel,
+        grad_moment=lambda q: grad_kernel(q, jnp.ones_like(q)),
+        grad_moment_inf=0.5)   # both tend to relu: E[relu'^2] = 1/2
 
 
 # --------------------------------------------------------------------------- registry
 def _build() -> dict[str, Activation]:
     acts = [_linear(), _relu(), _erf_activation(), _tanh(),
-            _quadrature_activation("gelu", _gelu, _dgelu), _quadrature_activation("silu", _silu, _dsilu),
+            _xphi_activation("gelu", xphi.gelu, *xphi.GELU_MIXTURE),
+            _xphi_activation("silu", xphi.silu, *xphi.silu_mixture(TANH_ERF_A, TANH_ERF_B)),
             _relu_maxpool(), _relu_avgpool(), _tanh_maxpool(), _tanh_avgpool()]
     return {a.name: a for a in acts}
 

@@ -21,12 +21,13 @@ import functools
 
 import jax
 import jax.numpy as jnp
-import numpy as np
 from jax import lax
 
 from theory import meanfield as mf
+from theory import pointwise as pw
 from theory.activations import Activation, get
 from theory.igb import gamma_of_c
+from theory.x64 import f64, scoped
 
 ORDERED_DEEP, TRANSIENT_DEEP, CHAOTIC_DEEP, PREJUDICE, NEUTRALITY = range(5)
 PHASE_LEGEND = {
@@ -40,6 +41,7 @@ DEFAULT_EOC_TOL = 0.01
 BATCH = 8192   # grid points vmapped at once (lax.map batches): bounds memory, keeps vectorisation
 
 
+@scoped
 def classify(chi, c_star, eoc_tol: float = DEFAULT_EOC_TOL):
     """Integer phase codes (see `PHASE_LEGEND`) from the criterion `chi` and the fixed point `c*`."""
     chi, c_star = jnp.asarray(chi), jnp.asarray(c_star)
@@ -49,25 +51,12 @@ def classify(chi, c_star, eoc_tol: float = DEFAULT_EOC_TOL):
     return jnp.where(jnp.abs(chi - 1.0) <= eoc_tol, TRANSIENT_DEEP, code).astype(jnp.int32)
 
 
-def _last_c(sw, sb, act: Activation, depth: int):
-    """Correlation at layer `depth` of `propagate` (q0 = 1, c0 = 0), without storing the layers."""
-    q1 = sw + sb
-    c1 = sb / q1
-
-    def layer(carry, _):
-        q, c = carry
-        return (mf._q_map(q, sw, sb, act), mf._c_map(c, q, sw, sb, act)), None
-
-    (_, c), _ = lax.scan(layer, (q1, c1), None, length=depth - 1)
-    return c
-
-
 def _point(sw, sb, act: Activation, depth: int, criterion: str, eoc_tol: float):
-    q_star = mf._q_star(sw, sb, act)
-    c_star = mf._c_star(q_star, sw, sb, act)
-    chi1 = mf._chi1(sw, q_star, act)
-    chi1_tilde = mf._chi1_tilde(sw, q_star, act)
-    c_depth = _last_c(sw, sb, act, depth)
+    q_star = pw.q_star(sw, sb, act)
+    c_star = pw.c_star(q_star, sw, sb, act)
+    chi1 = pw.chi1(sw, q_star, act)
+    chi1_tilde = pw.chi1_tilde(sw, q_star, act)
+    c_depth = pw.last_c(sw, sb, act, depth)
     chi = chi1_tilde if criterion == "forward" else chi1
     return {"chi1": chi1, "chi1_tilde": chi1_tilde, "q_star": q_star, "c_star": c_star,
             "c_depth": c_depth, "gamma_depth": gamma_of_c(c_depth),
@@ -86,36 +75,35 @@ def _diagram(act_name: str, depth: int, criterion: str, eoc_tol: float, sw, sb):
     return jax.tree.map(lambda x: x.reshape(-1), out)
 
 
-def _pad(x: np.ndarray) -> np.ndarray:
+def _pad(x):
     """Pad a flat grid (by repeating its last point) to a multiple of BATCH when it exceeds BATCH."""
     if x.size <= BATCH:
         return x
-    return np.concatenate([x, np.full((-x.size) % BATCH, x[-1])])
+    return jnp.concatenate([x, jnp.repeat(x[-1:], (-x.size) % BATCH)])
 
 
+@scoped
 def phase_diagram(act: str, sigma_w2, sigma_b2, depth: int, eoc_tol: float = DEFAULT_EOC_TOL,
                   criterion: str = "forward") -> dict:
     """Mean-field and IGB quantities on the grid `sigma_w2 x sigma_b2` (1-D grids), vectorised.
 
-    Returns numpy arrays of shape `(len(sigma_w2), len(sigma_b2))` (`[i, j]` is
+    Returns float64 jax arrays (`phase`: int32) of shape `(len(sigma_w2), len(sigma_b2))` (`[i, j]` is
     `(sigma_w2[i], sigma_b2[j])`): `chi1`, `chi1_tilde`, `q_star`, `c_star`, `c_depth` and
     `gamma_depth` (`c` and `gamma = c/(1-c)` at layer `depth` of `propagate`, inputs with
     `q0 = 1`, `c0 = 0`), `phase` (int codes, `PHASE_LEGEND`), plus the 1-D grids. Classification
     uses `chi1_tilde` (`criterion="forward"`, THEORY.md section 2) or `chi1` (`"gradient"`).
     One jitted program per (act, depth, criterion, eoc_tol): the grid points are vmapped in batches
-    of `BATCH`, and changing the grid values does not recompile.
+    of `BATCH`, and changing the grid values does not recompile. The grids may be jax arrays or
+    tracers; under `jax.jit`, `act`, `depth`, `eoc_tol` and `criterion` are static.
     """
     get(act)
-    mf._check_criterion(criterion)
+    mf.check_criterion(criterion)
     if int(depth) < 1:
         raise ValueError(f"depth must be >= 1, got {depth}")
-    w = np.asarray(sigma_w2, dtype=np.float64).reshape(-1)
-    b = np.asarray(sigma_b2, dtype=np.float64).reshape(-1)
-    ww, bb = np.meshgrid(w, b, indexing="ij")
-    with jax.enable_x64(True):
-        out = _diagram(act, int(depth), criterion, float(eoc_tol), jnp.asarray(_pad(ww.reshape(-1))),
-                       jnp.asarray(_pad(bb.reshape(-1))))
-        result = {k: np.asarray(v)[:ww.size].reshape(ww.shape) for k, v in out.items()}
+    w, b = f64(sigma_w2).reshape(-1), f64(sigma_b2).reshape(-1)
+    ww, bb = jnp.meshgrid(w, b, indexing="ij")
+    out = _diagram(act, int(depth), criterion, float(eoc_tol), _pad(ww.reshape(-1)), _pad(bb.reshape(-1)))
+    result = {k: v[:ww.size].reshape(ww.shape) for k, v in out.items()}
     result["sigma_w2"], result["sigma_b2"] = w, b
     return result
 
