@@ -70,6 +70,8 @@ def _one_error_line(capsys):
     (["--opt.weight_decay=-0.1"], "weight_decay"),
     (["--opt.lr=nan"], "NaN"),
     (["--data.dir=/no/such/dir"], "/no/such/dir"),
+    (["--analysis.selection=best_test"], "unknown selection rule"),
+    (["--sweep.optimizers=sgd,sgd"], "distinct"),
 ])
 def test_bad_input_one_line_exit_2_nothing_written(tmp_path, capsys, args, fragment):
     out = tmp_path / "o"
@@ -183,3 +185,29 @@ def test_resume_without_a_checkpoint_starts_over_without_duplicate_rows(tmp_path
     assert not [p for p in (out / "checkpoints").glob("*") if p.name.isdigit()]
     assert _run(["--resume", "--out", str(out)]) == 0
     assert (out / "metrics.jsonl").read_bytes() == first
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("sig, status", [(signal.SIGINT, 130), (signal.SIGTERM, 143)])
+def test_a_signal_stops_at_a_step_boundary_with_one_line_and_resume_matches(tmp_path, sig, status):
+    args = FAST + ["--train.epochs=40", "--train.checkpoint_every=5", "--sweep.sigma_w=0.5,1,2"]
+    ref = tmp_path / "ref"
+    assert _run(args + ["--out", str(ref)]) == 0
+    out = tmp_path / "stopped"
+    proc = subprocess.Popen([sys.executable, "-m", "experiments.forgetting", *args, "--out", str(out)], cwd=ROOT,
+                            env={**os.environ, "PYTHONUNBUFFERED": "1"}, stdout=subprocess.DEVNULL,
+                            stderr=subprocess.PIPE, text=True)
+    deadline = time.time() + 120
+    while time.time() < deadline and proc.poll() is None:
+        metrics = out / "metrics.jsonl"
+        if metrics.exists() and '"epoch": 7,' in metrics.read_text():
+            break
+        time.sleep(0.05)
+    proc.send_signal(sig)
+    err = proc.communicate(timeout=120)[1].strip().splitlines()
+    assert proc.returncode == status, err
+    assert len(err) == 1 and "--resume" in err[0] and "Traceback" not in err[0], err
+    assert not (out / "summary.json").exists()
+    assert _run(["--out", str(out), "--resume"]) == 0
+    assert (out / "summary.json").read_text() == (ref / "summary.json").read_text()
+    assert (out / "metrics.jsonl").read_text() == (ref / "metrics.jsonl").read_text()

@@ -165,3 +165,15 @@ def test_momentum_members_sit_on_the_effective_step_clock():
     assert mom["T_SGD"] == pytest.approx(sgd["T_SGD"], rel=1e-6) and mom["T_adapt"] == pytest.approx(sgd["T_adapt"], rel=1e-6)
     assert sgd["T_adapt"] == pytest.approx(0.05 * 12, rel=1e-6)          # 4 steps x 3 epochs at eta 0.05
     assert os.environ.get("JAX_ENABLE_X64") in (None, "0", "false")
+
+
+def test_a_full_disk_while_checkpointing_is_one_line(tmp_path, monkeypatch):
+    import errno
+    import orbax.checkpoint as ocp
+
+    def no_space(self, *args, **kwargs):
+        raise OSError(errno.ENOSPC, "No space left on device")
+    monkeypatch.setattr(ocp.CheckpointManager, "save", no_space)
+    with pytest.raises(ConfigError, match="no space left on the device") as err:
+        forgetting.fit(TINY, tmp_path / "full")
+    assert "\n" not in str(err.value)
