@@ -54,8 +54,9 @@ CPU = ForgettingConfig(
     train=TrainConfig(batch_size=128, epochs=80, eval_every=1, checkpoint_every=10),
     sweep=SweepConfig(sigma_w=CPU_SIGMA, seeds=3, optimizers=("sgd", "sgd_l2", "adam", "adamw", "muon")),
 )
-# Every setting of the paper at CPU scale, 5 seeds.
-CPU_FULL = replace(CPU, sweep=replace(CPU.sweep, seeds=5, optimizers=ALL_SETTINGS))
+# Every setting of the paper at CPU scale, 5 seeds, at width 256: there every low-LR SGD member reaches
+# 99.5 % train accuracy within 80 epochs (the paper's regime), which at width 128 the largest sigma_w do not.
+CPU_FULL = replace(CPU, model=replace(CPU.model, width=256), sweep=replace(CPU.sweep, seeds=5, optimizers=ALL_SETTINGS))
 
 SMOKE = ForgettingConfig(
     data=DataConfig(name="digits", n_val=200, n_train=600),
