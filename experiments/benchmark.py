@@ -26,7 +26,7 @@ members), `members_per_s` = K / step_s, `ratio_default_vs_sequential` (step time
 steps, same K), `ratio_vs_sequential` (this line's step time / the same denominator),
 `throughput_vs_one` (members_per_s / that of K = 1, same conv), `flops_per_step` (XLA
 `cost_analysis` of the compiled steps), `achieved_flops`, `peak_flops` (nominal: datasheet TF32 for GPUs,
-estimated from clock and vector-unit flags for CPUs, see `jaxinit.tools.bench.cpu_nominal_peak_flops`;
+estimated from clock and vector-unit flags for CPUs, see `jaxinit.tools.machine.cpu_nominal_peak_flops`;
 null when unknown), `flops_utilization`. A `phase_diagram` line times the vmapped theory phase diagram against the
 per-point numpy/scipy baseline.
 
@@ -49,12 +49,13 @@ from pathlib import Path
 import jax
 
 from jaxinit import cli, files
+from jaxinit.tools.machine import machine_info
 from jaxinit.config import ConfigError, OptConfig
 from jaxinit.models import BUILDERS
 from jaxinit.models.layers import CONV_IMPLS
 from jaxinit.optim import resolve_setting
 from jaxinit.tools.bench import (STRATEGIES, BenchmarkConfig, BenchSection, CompileClock, PhaseSection,
-                                 batch_size, group_rows, input_shape, machine_info, markdown_table, measure_group,
+                                 batch_size, group_rows, input_shape, markdown_table, measure_group,
                                  model_width_mults, steps, synthetic_dataset)
 
 # Full set for this 2-core CPU: reduced conv widths and batch (full-width ResNet-9 costs ~3 s a step here and

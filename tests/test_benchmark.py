@@ -12,7 +12,7 @@ import pytest
 
 from experiments import benchmark
 from jaxinit.forgetting.members import default_strategy
-from jaxinit.tools import bench
+from jaxinit.tools import bench, machine
 from jaxinit.tools.bench import Variant
 
 # Smallest settings: MLP + ResNet-9 (lax conv), K = 1 and 2 (chunks of 2: chunked == vmap, not re-run). Every
@@ -191,24 +191,24 @@ ZEN4 = "vendor_id\t: AuthenticAMD\ncpu MHz\t\t: 2596.130\nflags\t\t: fpu sse2 fm
 
 
 def test_cpu_nominal_peak_from_clock_and_vector_flags():
-    peak, note = bench.cpu_nominal_peak_flops(ZEN4, 2)
+    peak, note = machine.cpu_nominal_peak_flops(ZEN4, 2)
     assert peak == pytest.approx(2 * 2596.13e6 * 32) and "2 CPUs" in note
     intel = ZEN4.replace("AuthenticAMD", "GenuineIntel")
-    assert bench.cpu_nominal_peak_flops(intel, 2)[0] == pytest.approx(2 * 2596.13e6 * 64)
+    assert machine.cpu_nominal_peak_flops(intel, 2)[0] == pytest.approx(2 * 2596.13e6 * 64)
     sse = "vendor_id: AuthenticAMD\ncpu MHz: 1000\nflags: fpu sse2\n"
-    assert bench.cpu_nominal_peak_flops(sse, 4)[0] == pytest.approx(4 * 1e9 * 8)
-    assert bench.cpu_nominal_peak_flops("", 2)[0] is None
+    assert machine.cpu_nominal_peak_flops(sse, 4)[0] == pytest.approx(4 * 1e9 * 8)
+    assert machine.cpu_nominal_peak_flops("", 2)[0] is None
     # Only the first processor's block counts (every block repeats the fields).
-    assert bench.cpu_nominal_peak_flops(ZEN4 + "\ncpu MHz\t: 9999\n", 2)[0] == pytest.approx(2 * 2596.13e6 * 32)
+    assert machine.cpu_nominal_peak_flops(ZEN4 + "\ncpu MHz\t: 9999\n", 2)[0] == pytest.approx(2 * 2596.13e6 * 32)
 
 
 def test_nominal_peaks_match_device_kinds_by_prefix():
-    assert bench.nominal_peak_flops("NVIDIA H200") == pytest.approx(494.7e12)
-    assert bench.nominal_peak_flops("NVIDIA H100 80GB HBM3") == pytest.approx(494.7e12)
-    assert bench.nominal_peak_flops("NVIDIA H100 PCIe") == pytest.approx(378.0e12)     # not the SXM figure
-    assert bench.nominal_peak_flops("NVIDIA A100-SXM4-80GB") == pytest.approx(156.0e12)  # jax's full device_kind
+    assert machine.nominal_peak_flops("NVIDIA H200") == pytest.approx(494.7e12)
+    assert machine.nominal_peak_flops("NVIDIA H100 80GB HBM3") == pytest.approx(494.7e12)
+    assert machine.nominal_peak_flops("NVIDIA H100 PCIe") == pytest.approx(378.0e12)     # not the SXM figure
+    assert machine.nominal_peak_flops("NVIDIA A100-SXM4-80GB") == pytest.approx(156.0e12)  # jax's full device_kind
     for unknown in ("cpu", "NVIDIA GeForce RTX 4090", "TPU v5 lite", "NVIDIA H1"):
-        assert bench.nominal_peak_flops(unknown) is None, unknown
+        assert machine.nominal_peak_flops(unknown) is None, unknown
 
 
 def test_presets_validate():
