@@ -50,6 +50,7 @@ def atomic_path(path: Path | str) -> Iterator[Path]:
     try:
         path.parent.mkdir(parents=True, exist_ok=True)
         fd, name = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
+        os.fchmod(fd, 0o666 & ~_umask())   # mkstemp makes 0600; results are shared like any file
         os.close(fd)
         tmp = Path(name)
         yield tmp
@@ -65,6 +66,12 @@ def atomic_path(path: Path | str) -> Iterator[Path]:
         if tmp is not None:
             with contextlib.suppress(OSError):
                 tmp.unlink()
+
+
+def _umask() -> int:
+    mask = os.umask(0)
+    os.umask(mask)
+    return mask
 
 
 def write_text(path: Path | str, text: str) -> None:

@@ -1,16 +1,23 @@
-"""Both IGB entry points: smoke presets end to end, saved results, re-plotting, bad input -> exit 2."""
+"""Both IGB entry points: smoke presets end to end, saved results, re-plotting, resume, bad input -> exit 2,
+and the notebook API (in memory, no file)."""
 import json
+import os
 
 import numpy as np
 import pytest
 
 from experiments import igb_init, igb_train
-from jaxinit import cli
+from jaxinit import cli, igb
+from jaxinit.igb import config_init, config_train
+
+CONFIGS = {igb_init: (config_init.IGBInitConfig, config_init.PRESETS, config_init.validate),
+           igb_train: (config_train.IGBTrainConfig, config_train.PRESETS, config_train.validate)}
 
 
 def _run(module, argv):
-    return cli.run_experiment(f"experiments.{module.__name__}", module.__doc__, type(module.CPU), module.PRESETS,
-                              "cpu", module.main, "unused", module.validate, argv=argv)
+    cls, presets, validate = CONFIGS[module]
+    return cli.run_experiment(f"experiments.{module.__name__.split('.')[-1]}", module.__doc__, cls, presets, "cpu",
+                              module.main, "unused", validate, argv=argv, replot=module.plot_all)
 
 
 @pytest.fixture(scope="module")
@@ -27,70 +34,129 @@ def train_run(tmp_path_factory):
     return out
 
 
-def test_igb_init_smoke_writes_results_and_figures(init_run):
+def test_igb_init_smoke_writes_results_consistent_with_the_theory(init_run):
+    from theory import igb as tigb
     summary = json.loads((init_run / "summary.json").read_text())
-    cfg = igb_init.SMOKE
+    cfg = config_init.SMOKE
     n_grid = len(cfg.grid.sigma_w2) * len(cfg.grid.sigma_b2)
-    assert set(summary["cases"]) >= {"gaussian/mlp_tanh", "digits/mlp_tanh", "gaussian/resmlp_tanh", "digits/vit",
-                                     "gaussian/cnn_max"}
-    for rows in summary["cases"].values():
-        assert len(rows) == n_grid
-        assert all(0.5 <= r["fmax2"] <= 1.0 and 0.1 <= r["fmaxall"] <= 1.0 for r in rows)
-        assert all(0.5 <= r["fmax2_gp"] <= 1.0 and 0.5 <= r["fmax2_theory_rho"] <= 1.0 for r in rows)
+    assert set(summary["cases"]) == {f"{i}/{c}" for i in ("gaussian", "digits")
+                                     for c in ("mlp_tanh", "resmlp_tanh", "vit", "cnn_max")}
     res = dict(np.load(init_run / "results" / "digits__mlp_tanh.npz"))
     assert res["c"].shape == (cfg.probe.n_draws, n_grid, cfg.net.mlp_depth)
     assert res["c_theory"].shape == (n_grid, cfg.net.mlp_depth + 1)
     assert res["grad_quantiles"].shape == (cfg.probe.n_draws, n_grid, cfg.net.mlp_depth + 1, 3, 5)
+    # f_max is a count over n_inputs; the readout prediction is the IGB formula at each draw's readout c
+    n = cfg.probe.n_inputs
+    np.testing.assert_allclose(res["fmax_2"] * n, np.round(res["fmax_2"] * n), atol=1e-4)
+    gamma = res["c_readout"] / (1 - res["c_readout"])
+    np.testing.assert_allclose(res["fmax2_theory_readout"], np.mean(0.5 + np.arctan(np.sqrt(gamma)) / np.pi, 0), rtol=1e-5)
+    np.testing.assert_allclose(res["fmax2_theory_mf"], tigb.fmax_mean(res["gamma_theory_out"], 2), rtol=1e-9)
     assert 0.3 < float(res["c0_mean"]) < 0.9          # digits on the sphere overlap a lot: c0 is not 0
     assert abs(float(dict(np.load(init_run / "results" / "gaussian__mlp_tanh.npz"))["c0_mean"])) < 0.05
     assert "grad_quantiles" not in dict(np.load(init_run / "results" / "digits__vit.npz"))
     # layer 1 is linear: c1 follows from the data's overlaps exactly, up to finite width
     np.testing.assert_allclose(res["c"][:, :, 0].mean(0), res["c_theory"][:, 0], atol=0.08)
+    widths = summary["width"]
+    assert [(r["phase"], r["width"]) for r in widths] == [("EOC", 16), ("EOC", 32), ("neutrality", 16), ("neutrality", 32)]
 
 
-def test_igb_init_replots_from_saved_results(init_run):
+def test_igb_init_replots_from_saved_results(init_run, capsys):
     for p in (init_run / "figures").glob("*.png"):
         p.unlink()
-    paths = igb_init.plot_all(init_run)
-    assert {p.name for p in paths} >= {"c_layers_digits.png", "fmax_gaussian.png", "grads_digits.png"}
-    assert all(p.stat().st_size > 1000 for p in paths)
+    assert _run(igb_init, ["--replot", str(init_run)]) == 0
+    names = {p.name for p in (init_run / "figures").glob("*.png")}
+    assert names >= {"c_layers_digits.png", "fmax_gaussian.png", "grads_digits.png", "width.png"}
 
 
-def test_igb_train_smoke_writes_results_and_figures(train_run):
-    summary = json.loads((train_run / "summary.json").read_text())
-    assert set(summary) == {"tanh"}
-    phases = summary["tanh"]["phases"]
-    assert [r["phase"] for r in phases] == ["ordered-deep", "EOC", "prejudice", "neutrality"]
-    assert phases[1]["sigma_w2"] == pytest.approx(1.986073, rel=1e-3)       # THEORY.md oracle at sigma_b2 = 0.1
-    assert [r["theory_phase"] for r in phases] == ["ordered deep prejudice", "transient deep prejudice (EOC)",
-                                                   "prejudice", "neutrality"]
-    assert len(summary["tanh"]["grid"]) == 2
+def test_igb_train_smoke_runs_optimizers_and_depths_with_per_class_fields(train_run):
+    summary = json.loads((train_run / "summary.json").read_text())["runs"]
+    assert set(summary) == {f"tanh__d{d}__{o}" for d in (3, 5) for o in ("sgd", "adam")}
+    run = summary["tanh__d3__sgd"]
+    assert [r["phase"] for r in run["phases"]] == ["ordered-deep", "EOC", "prejudice", "neutrality"]
+    assert run["phases"][1]["sigma_w2"] == pytest.approx(1.986073, rel=1e-3)       # THEORY.md oracle at sigma_b2 = 0.1
+    assert run["lr"] in (0.05, 0.2) and [r["lr"] for r in run["lr_sweep"]] == [0.05, 0.2]
+    assert summary["tanh__d3__adam"]["lr"] == 1e-3 and summary["tanh__d3__adam"]["lr_sweep"] == []
+    assert len(run["grid"]) == 2 and summary["tanh__d5__sgd"]["grid"] == []
     rows = [json.loads(line) for line in (train_run / "metrics.jsonl").read_text().splitlines()]
-    steps = sorted({r["step"] for r in rows})
-    assert steps == [0, 1, 2, 3, 6]          # every step up to dense_until = 2, then every 3, and the last
-    assert all(0.0 <= r["test_acc"] <= 1.0 and 0.5 <= r["test_fmax"] <= 1.0 for r in rows)
-    paths = igb_train.plot_all(train_run)
-    assert {p.name for p in paths} == {"curves_tanh.png", "overlay_tanh.png"}
+    assert {(r["optimizer"], r["depth"]) for r in rows} == {(o, d) for o in ("sgd", "adam") for d in (3, 5)}
+    assert sorted({r["step"] for r in rows}) == [0, 1, 2, 3, 6]   # every step up to dense_until = 2, every 3, the last
+    n_test = config_train.SMOKE.data.n_test
+    for r in rows:
+        assert len(r["test_class_acc"]) == len(r["test_class_freq"]) == len(r["test_class_loss"]) == 2
+        assert r["test_fmax"] == max(r["test_class_freq"]) and sum(r["test_class_freq"]) == pytest.approx(1.0)
+        assert r["test_fmax"] * n_test == pytest.approx(round(r["test_fmax"] * n_test), abs=1e-4)
+    res = dict(np.load(train_run / "results" / "tanh__d5__sgd.npz"))
+    counts = np.bincount(_test_labels(), minlength=2)
+    np.testing.assert_allclose(res["test_acc"], (res["test_class_acc"] * counts).sum(-1) / counts.sum(), rtol=1e-5)
+    assert res["init_signal"].shape == (len(res["role"]), 6, 2)
+    assert {p.name for p in (train_run / "figures").glob("*.png")} >= {
+        "fmax_sgd.png", "fmax_adam.png", "verdict.png", "lr_sweep.png", "overlay_tanh__d3__sgd.png", "curves_tanh__d5__adam.png"}
+
+
+def _test_labels():
+    from jaxinit.data import load_dataset
+    return np.asarray(load_dataset(config_train.SMOKE.data).y_test)
 
 
 def test_relu_phase_points_come_from_the_theory():
-    """Unbounded ReLU: no neutrality line, so the third point is chaotic-deep at chaotic_factor x EOC = 2."""
-    points = dict(igb_train.phase_points("relu", igb_train.PhaseConfig()))
+    """Unbounded ReLU: no neutrality line, so the third point is chaotic-deep at chaotic_factor x EOC = 3."""
+    from jaxinit.igb import phases
+    points = dict(phases.phase_points("relu", 0.1))
     assert list(points) == ["ordered-deep", "EOC", "chaotic-deep"]
     assert points["EOC"] == pytest.approx(2.0, rel=1e-6) and points["chaotic-deep"] == pytest.approx(3.0, rel=1e-6)
-    assert igb_train.theory_phase_names("relu", np.array([1.5, 3.0]), np.array([0.1, 0.1]), 30) == [
+    assert phases.theory_phase_names("relu", np.array([1.5, 3.0]), np.array([0.1, 0.1]), 30) == [
         "ordered deep prejudice", "chaotic deep prejudice"]
 
 
-@pytest.mark.parametrize("module,argv", [
-    (igb_init, ["--grid.sigma_w2=-1"]),
-    (igb_init, ["--net.models=mlp,transformer9000"]),
-    (igb_init, ["--probe.n_draws=lots"]),
-    (igb_train, ["--train.lr=0"]),
-    (igb_train, ["--net.acts=sigmoid"]),
-    (igb_train, ["--phases.ordered_factor=1.2"]),
+@pytest.mark.parametrize("module,argv,message", [
+    (igb_init, ["--grid.sigma_w2=-1"], "error: --grid: sigma_w2 must be > 0 and sigma_b2 >= 0, got (-1.0,) / (0.1,)"),
+    (igb_init, ["--net.models=mlp,transformer9000"],
+     "error: --net.models: unknown ['transformer9000']; choose from mlp, resmlp, vit, vit_nores, cnn_max, cnn_avg"),
+    (igb_init, ["--width.widths=0"], "error: --width: widths, depth, n_draws >= 1 and n_inputs >= 4, got (0,), 3, 2, 16"),
+    (igb_train, ["--train.optimizers=sgd,lion"], "error: --train.optimizers: unknown ['lion']; choose from sgd, momentum, adam"),
+    (igb_train, ["--net.depths=3,0"], "error: --net: width and every depth must be >= 1, got width=16, depths=(3, 0)"),
+    (igb_train, ["--net.width=0"], "error: --net: width and every depth must be >= 1, got width=0, depths=(3, 5)"),
+    (igb_train, ["--net.acts=sigmoid"], "error: --net.acts: unknown ['sigmoid']; choose from tanh, relu"),
+    (igb_train, ["--phases.ordered_factor=1.2"],
+     "error: --phases: ordered_factor in (0, 1), chaotic_factor and neutral_factor > 1"),
+    (igb_train, ["--lr.sgd=0"], "error: --lr.sgd: learning rates must be finite and > 0, got (0.0,)"),
 ])
-def test_bad_input_is_one_line_and_exit_2(module, argv, tmp_path, capsys):
-    assert _run(module, ["--preset", "smoke", "--out", str(tmp_path), *argv]) == 2
-    err = capsys.readouterr().err.strip()
-    assert err.startswith("error:") and "\n" not in err
+def test_bad_input_is_one_exact_line_and_exit_2(module, argv, message, tmp_path, capsys):
+    assert _run(module, ["--preset", "smoke", "--out", str(tmp_path / "run"), *argv]) == 2
+    assert capsys.readouterr().err == message + "\n"
+    assert not (tmp_path / "run").exists() or not any((tmp_path / "run").iterdir())
+
+
+def test_unparsable_value_names_the_key(tmp_path, capsys):
+    assert _run(igb_init, ["--preset", "smoke", "--out", str(tmp_path), "--probe.n_draws=lots"]) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and err.startswith("error:") and "--probe.n_draws" in err and "'lots'" in err
+
+
+@pytest.mark.parametrize("module,name", [(igb_init, "gaussian__mlp_tanh.npz"), (igb_train, "tanh__d3__sgd.npz")])
+@pytest.mark.parametrize("damage", ["empty", "truncated"])
+def test_damaged_results_on_replot_and_resume_are_one_line_exit_2(module, name, damage, init_run, train_run, tmp_path,
+                                                                   capsys):
+    import shutil
+    run = tmp_path / "run"
+    shutil.copytree(init_run if module is igb_init else train_run, run)
+    path = run / "results" / name
+    path.write_bytes(b"" if damage == "empty" else path.read_bytes()[:200])
+    why = "EOFError" if damage == "empty" else "BadZipFile"
+    expected = f"error: {path} is not a readable results file ({why}); rerun without --resume, or delete it\n"
+    for argv in (["--replot", str(run)], ["--out", str(run), "--resume"]):
+        capsys.readouterr()
+        assert _run(module, argv) == 2
+        assert capsys.readouterr().err == expected
+
+
+def test_notebook_api_runs_in_memory_and_writes_no_file(tmp_path, monkeypatch, train_run):
+    monkeypatch.chdir(tmp_path)
+    result = igb.train_phases(igb.train_preset("smoke"))
+    figures = igb.train_figures(result.results, 0.85, 0.6)
+    assert os.listdir(tmp_path) == []
+    saved = json.loads((train_run / "summary.json").read_text())
+    assert result.summary == saved                            # the experiment writes what the library computes
+    assert {"fmax_sgd", "verdict"} <= set(figures)
+    init = igb.probe_init(igb.init_preset("smoke"))
+    assert "width" in init.cases and os.listdir(tmp_path) == []

@@ -4,13 +4,14 @@ import json
 import numpy as np
 import pytest
 
-from experiments import phase_diagram as pd
+from experiments import phase_diagram as main_module
 from jaxinit import cli
+from jaxinit.igb import config_phase, phase_baseline, phase_diagram as pd
 
 
 def _run(argv):
-    return cli.run_experiment("experiments.phase_diagram", pd.__doc__, pd.PhaseDiagramConfig, pd.PRESETS, "default",
-                              pd.main, "unused", pd.validate, argv=argv)
+    return cli.run_experiment("experiments.phase_diagram", main_module.__doc__, config_phase.PhaseDiagramConfig,
+                              config_phase.PRESETS, "cpu", main_module.main, "unused", config_phase.validate, argv=argv)
 
 
 @pytest.fixture(scope="module")
@@ -25,18 +26,22 @@ def test_smoke_writes_arrays_figures_and_timing(smoke_run):
                  "figures/c_gamma_layers.png"):
         assert (smoke_run / name).is_file(), name
     data = np.load(smoke_run / "phase_diagram.npz")
-    n = pd.SMOKE.grid.n
-    for act in pd.PANELS:
-        key = act.replace("+", "_")
-        assert data[f"{key}__phase"].shape == (n, n)
-        assert set(np.unique(data[f"{key}__phase"])) <= {0, 1, 2, 3, 4}
-        assert data[f"{key}__eoc_forward"].shape == (n,)
+    n = config_phase.SMOKE.grid.n
+    for act in config_phase.PANELS:
+        assert data[pd.key(act, "phase")].shape == (n, n)
+        assert set(np.unique(data[pd.key(act, "phase")])) <= {0, 1, 2, 3, 4}
+        assert data[pd.key(act, "eoc_forward")].shape == (n,)
     np.testing.assert_allclose(data["relu_maxpool__eoc_gradient"], 4 / 3, rtol=1e-12)
+    np.testing.assert_allclose(data["relu__eoc_forward"], 2.0, rtol=1e-12)
+    assert data["tanh__eoc_forward"][0] == pytest.approx(1.0, rel=1e-7)      # tanh EOC at sigma_b2 = 0
     assert np.isfinite(data["tanh__neutrality"][1:]).all()
-    assert data["layers__c"].shape == (len(pd.SMOKE.plot.layers_sigma_w2), pd.SMOKE.plot.layers_depth)
+    assert data["layers__c"].shape == (len(config_phase.SMOKE.plot.layers_sigma_w2), config_phase.SMOKE.plot.layers_depth)
     timing = json.loads((smoke_run / "timing.json").read_text())
-    assert timing["baseline_points"] == pd.SMOKE.timing.baseline_points
-    assert timing["jax_first_s"] > 0 and timing["speedup_first_call"] > 0
+    t = config_phase.SMOKE.timing
+    assert timing["baseline_points"] == t.baseline_points and timing["points"] == t.n ** 2
+    assert timing["jax_first_s"] == pytest.approx(float(np.median(timing["jax_first_s_all"])))
+    assert timing["baseline_extrapolated_s"] == pytest.approx(timing["baseline_per_point_s"] * t.n ** 2)
+    assert timing["speedup_first_call"] == pytest.approx(timing["baseline_extrapolated_s"] / timing["jax_first_s"])
     assert timing["baseline_max_abs_diff_chi1"] < 1e-6      # the loop computes the same quantities
 
 
@@ -44,19 +49,38 @@ def test_baseline_point_agrees_with_the_vmapped_diagram():
     from theory import phase
     res = phase.phase_diagram("tanh", np.array([1.2, 3.0]), np.array([0.1]), 10)
     for i, sw in enumerate((1.2, 3.0)):
-        base = pd.baseline_point(sw, 0.1, 10)
-        assert base["chi1"] == pytest.approx(res["chi1"][i, 0], rel=1e-8)
-        assert base["c_star"] == pytest.approx(res["c_star"][i, 0], abs=1e-5)
-        assert base["c_depth"] == pytest.approx(res["c_depth"][i, 0], abs=1e-5)
+        base = phase_baseline.baseline_point(sw, 0.1, 10)
+        assert base["chi1"] == pytest.approx(float(res["chi1"][i, 0]), rel=1e-8)
+        assert base["c_star"] == pytest.approx(float(res["c_star"][i, 0]), abs=1e-5)
+        assert base["c_depth"] == pytest.approx(float(res["c_depth"][i, 0]), abs=1e-5)
 
 
-@pytest.mark.parametrize("argv", [["--grid.n=1"], ["--plot.acts=relu,softsign"], ["--grid.nn=3"],
-                                  ["--plot.criterion=sideways"], ["--timing.repeats=0"]])
-def test_bad_input_exits_2(argv, tmp_path, capsys):
+def test_figures_are_built_in_memory():
+    data = pd.compute_panels(config_phase.SMOKE, log=lambda _: None)
+    figures = pd.panel_figures(data, config_phase.SMOKE)
+    assert set(figures) == {"phase_diagram", "c_gamma_layers"}
+    assert len([ax for ax in figures["phase_diagram"].axes if ax.get_visible()]) == len(config_phase.PANELS)
+
+
+@pytest.mark.parametrize("argv,message", [
+    (["--grid.n=1"], "error: --grid: n >= 2, depth >= 1 and a finite sigma_w2_max > 0 required"),
+    (["--plot.acts=relu,softsign"], "error: --plot: unknown activation 'softsign'; known: "),
+    (["--plot.criterion=sideways"], "error: --plot.criterion must be forward or gradient, got 'sideways'"),
+    (["--timing.repeats=0"], "error: --timing: n, depth, baseline_points and repeats must be >= 1"),
+])
+def test_bad_input_exits_2_with_one_line(argv, message, tmp_path, capsys):
     assert _run(["--preset", "smoke", "--out", str(tmp_path), *argv]) == 2
-    assert capsys.readouterr().err.startswith("error:")
+    err = capsys.readouterr().err
+    assert err.startswith(message) and err.count("\n") == 1
+
+
+def test_unknown_key_is_one_line_naming_it(tmp_path, capsys):
+    assert _run(["--preset", "smoke", "--out", str(tmp_path), "--grid.nn=3"]) == 2
+    err = capsys.readouterr().err
+    assert err.startswith("error: Unrecognized options") and "--grid.nn=3" in err and err.count("\n") == 1
 
 
 def test_help_exits_0(capsys):
     assert _run(["--help"]) == 0
-    assert "phase_diagram" in capsys.readouterr().out
+    out = capsys.readouterr().out
+    assert "phase_diagram" in out and "points per axis" in out      # field docstrings reach --help

@@ -143,6 +143,13 @@ def test_out_that_is_not_utf8_is_refused_before_anything_is_written(tmp_path, ca
     assert "not valid UTF-8" in _one_error(capsys) and list(tmp_path.iterdir()) == []
 
 
+def test_results_files_get_the_usual_permissions(tmp_path):
+    files.write_json(tmp_path / "a.json", {})
+    mask = os.umask(0)
+    os.umask(mask)
+    assert (tmp_path / "a.json").stat().st_mode & 0o777 == 0o666 & ~mask
+
+
 def test_npz_round_trip_and_empty_file_is_one_line(tmp_path):
     files.save_npz(tmp_path / "r.npz", a=np.arange(3))
     np.testing.assert_array_equal(files.load_npz(tmp_path / "r.npz")["a"], np.arange(3))

@@ -1,118 +1,102 @@
-"""Deep MLP and residual MLP in the mean-field convention of THEORY.md section 1.
+"""Deep MLP and residual MLP in the mean-field convention of THEORY.md section 1 (flax linen).
 
     h1 = W1 x + b1,   h(l+1) = W(l+1) psi(h(l)) + b(l+1),   logits = W_out psi(h(L)) + b_out
+    residual:         h(l+1) = h(l) + alpha (W(l+1) psi(h(l)) + b(l+1)),   alpha = 1 / sqrt(depth)
     W ~ N(0, sigma_w2 / fan_in),  b ~ N(0, sigma_b2),  no normalisation layers.
 
-`psi` is an elementwise activation or a multi-node one, "act+maxpool" / "act+avgpool": each layer
-then has k = 2 pre-activations per unit, pooled pairwise, exactly the papers' k-node psi.
-Residual variant: h(l+1) = h(l) + alpha (W psi(h(l)) + b) with alpha = 1 / sqrt(depth).
+The convention is `from_flax(module, input_shape, "normal_fan_in", "normal")` with
+``sigma_w = sqrt(sigma_w2)``, ``sigma_b = sqrt(sigma_b2)``; `jaxinit.init.base_draw` plus
+`scale_params` do the same on one shared draw (a grid of scales never recompiles). `psi` is any name
+of `jaxinit.models.activations`; a pooled one ("relu+maxpool") makes every layer emit k = 2
+pre-activations per unit, pooled pairwise: the papers' independent k-node psi.
 
-Parameters are the standard normal draws; `scale` turns them into weights for given traced
-(sigma_w2, sigma_b2), so a grid of scales shares one draw (paired members) and never recompiles.
-`apply` returns the logits and every hidden pre-activation, stacked (L, B, k * width); the optional
-`shift` of that shape is added to them so that d loss / d shift is the backpropagated signal delta.
+Parameters: ``embed`` (layer 1), ``stacked_layers/dense`` (layers 2..L as one ``(L-1, width, k width)``
+kernel run by ``nn.scan``, so compile time does not grow with depth; the ``stacked`` prefix tells
+`jaxinit.init.stacked_axes` that the leading axis counts layers, not fan-in), ``head``.
+Probes through flax's own mechanisms: every hidden pre-activation is sown into ``intermediates``
+(name ``"h"``) and passed through ``perturb("h")`` (d loss / d perturbation = the backpropagated
+delta_l); the readout's input psi(h_L) is sown as ``"features"``. `preactivations` lists a tree of
+either kind in layer order.
 """
 from __future__ import annotations
 
-from dataclasses import dataclass
-
+import flax.linen as nn
 import jax
 import jax.numpy as jnp
 
-ELEMENTWISE = {
-    "tanh": jnp.tanh,
-    "relu": jax.nn.relu,
-    "erf": jax.scipy.special.erf,
-    "linear": lambda h: h,
-    "gelu": lambda h: jax.nn.gelu(h, approximate=False),
-    "silu": jax.nn.silu,
-}
-POOLS = {"maxpool": jnp.max, "avgpool": jnp.mean}
+from jaxinit.config import ConfigError
+from jaxinit.models import activations
 
 
-def psi_nodes(act: str) -> int:
-    """Pre-activations pooled into one unit: 1 for elementwise phi, 2 for the papers' pooled psi."""
-    return 2 if "+" in act else 1
+def probe(module: nn.Module, h: jax.Array, name: str = "h") -> jax.Array:
+    """Record ``h`` (sow) and add the caller's perturbation to it, if one is passed.
+
+    Nothing is created at init (the template of `from_flax` stays params-only); pass
+    ``mutable=["perturbations"]`` to `apply` once to get the zero perturbations of a batch.
+    """
+    if not module.is_initializing():
+        h = module.perturb(name, h)
+    module.sow("intermediates", name, h)
+    return h
 
 
-def make_psi(act: str):
-    """psi acting on the last axis of size k * width -> width (units are adjacent k-tuples)."""
-    name, _, pool = act.partition("+")
-    if name not in ELEMENTWISE or (pool and pool not in POOLS):
-        raise ValueError(f"unknown activation {act!r}: {sorted(ELEMENTWISE)} optionally +maxpool|+avgpool")
-    phi = ELEMENTWISE[name]
-    if not pool:
-        return phi
-    reduce = POOLS[pool]
+class _Layer(nn.Module):
+    """One hidden layer h -> W psi(h) + b (plain) or h + alpha (W psi(h) + b) (residual)."""
+    features: int
+    activation: str
+    alpha: float | None
 
-    def psi(h):
-        return reduce(phi(h).reshape(*h.shape[:-1], h.shape[-1] // 2, 2), axis=-1)
-    return psi
+    @nn.compact
+    def __call__(self, h: jax.Array, _) -> tuple[jax.Array, None]:
+        branch = nn.Dense(self.features, name="dense")(activations.get(self.activation)(h))
+        h = branch if self.alpha is None else h + self.alpha * branch
+        return probe(self, h), None
 
 
-@dataclass(frozen=True)
-class DeepSpec:
-    """Static structure; depth = L hidden pre-activation layers (the readout is layer L + 1)."""
-    d_in: int
-    width: int
-    depth: int
-    n_out: int = 10
-    act: str = "tanh"
+class DeepMLP(nn.Module):
+    """``__call__(x (B, ...), train=False) -> logits (B, n_classes)``; inputs are flattened."""
+    n_classes: int
+    width: int = 256
+    depth: int = 30
+    activation: str = "tanh"
     residual: bool = False
 
-    @property
-    def k(self) -> int:
-        return psi_nodes(self.act)
+    def __post_init__(self):
+        if self.depth < 1 or self.width < 1:
+            raise ConfigError(f"deep MLP: depth and width must be >= 1, got {self.depth}, {self.width}")
+        activations.get(self.activation)
+        super().__post_init__()
+
+    @nn.compact
+    def __call__(self, x: jax.Array, train: bool = False) -> jax.Array:
+        del train   # no dropout, no BatchNorm
+        features = activations.nodes(self.activation) * self.width
+        h = probe(self, nn.Dense(features, name="embed")(x.reshape(x.shape[0], -1)))
+        if self.depth > 1:
+            alpha = 1.0 / float(self.depth) ** 0.5 if self.residual else None
+            stack = nn.scan(_Layer, variable_axes={"params": 0, "intermediates": 0, "perturbations": 0},
+                            split_rngs={"params": True}, length=self.depth - 1)
+            h, _ = stack(features, self.activation, alpha, name="stacked_layers")(h, None)
+        psi_h = activations.get(self.activation)(h)
+        self.sow("intermediates", "features", psi_h)
+        return nn.Dense(self.n_classes, name="head")(psi_h)
 
 
-def draw(key: jax.Array, spec: DeepSpec) -> dict:
-    """Standard normal draws for every weight and bias (the network before scaling)."""
-    k_in, k_hid, k_out, k_bin, k_bhid, k_bout = jax.random.split(key, 6)
-    n, kn, lm1 = spec.width, spec.k * spec.width, spec.depth - 1
-    return {"W_in": jax.random.normal(k_in, (spec.d_in, kn)), "b_in": jax.random.normal(k_bin, (kn,)),
-            "W": jax.random.normal(k_hid, (lm1, n, kn)), "b": jax.random.normal(k_bhid, (lm1, kn)),
-            "W_out": jax.random.normal(k_out, (n, spec.n_out)), "b_out": jax.random.normal(k_bout, (spec.n_out,))}
+def _unwrap(value):
+    return value[0] if isinstance(value, tuple) else value
 
 
-def scale(z: dict, sigma_w2: jax.Array, sigma_b2: jax.Array) -> dict:
-    """W = sqrt(sigma_w2 / fan_in) Z_W, b = sqrt(sigma_b2) Z_b; fan_in is the first axis of W."""
-    out = {}
-    for name, value in z.items():
-        if name.startswith("W"):
-            out[name] = value * jnp.sqrt(sigma_w2 / value.shape[-2])
-        else:
-            out[name] = value * jnp.sqrt(sigma_b2)
-    return out
+def preactivations(tree: dict) -> jax.Array:
+    """Hidden pre-activations (or their perturbations / gradients) of a `DeepMLP`, shape (L, B, k width)."""
+    first = _unwrap(tree["h"])[None]
+    if "stacked_layers" not in tree:
+        return first
+    return jnp.concatenate([first, _unwrap(tree["stacked_layers"]["h"])], axis=0)
 
 
-scale_draw = scale
+def features(intermediates: dict) -> jax.Array:
+    """What the readout reads: psi(h_L), shape (B, width)."""
+    return _unwrap(intermediates["features"])
 
 
-def readout_features(h_last_BN: jax.Array, spec: DeepSpec) -> jax.Array:
-    """What the readout layer sees: psi(h(L)), so logits = features @ W_out + b_out."""
-    return make_psi(spec.act)(h_last_BN)
-
-
-def init(key: jax.Array, sigma_w2, sigma_b2, spec: DeepSpec) -> tuple[dict, dict]:
-    """(params, state) with state = {} (no BatchNorm), in the THEORY.md convention."""
-    return scale(draw(key, spec), sigma_w2, sigma_b2), {}
-
-
-def apply(params: dict, x_BD: jax.Array, spec: DeepSpec, shift: jax.Array | None = None):
-    """(logits (B, n_out), pre-activations (L, B, k * width))."""
-    psi = make_psi(spec.act)
-    n_batch = x_BD.shape[0]
-    if shift is None:
-        shift = jnp.zeros((spec.depth, n_batch, spec.k * spec.width), x_BD.dtype)
-    h = x_BD @ params["W_in"] + params["b_in"] + shift[0]
-    alpha = 1.0 / jnp.sqrt(spec.depth) if spec.residual else None
-
-    def layer(h, wbs):
-        w, b, s = wbs
-        branch = psi(h) @ w + b
-        h_next = (h + alpha * branch if spec.residual else branch) + s
-        return h_next, h_next
-
-    h_last, hs = jax.lax.scan(layer, h, (params["W"], params["b"], shift[1:]))
-    logits = psi(h_last) @ params["W_out"] + params["b_out"]
-    return logits, jnp.concatenate([h[None], hs], axis=0)
+__all__ = ["DeepMLP", "preactivations", "features", "probe"]

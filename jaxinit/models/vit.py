@@ -1,100 +1,131 @@
 """A small vision transformer in the mean-field convention, with or without residual connections.
 
-Patch embedding (dense on P x P patches, plus a position embedding drawn like a bias), `depth` blocks
-of multi-head self-attention and a two-layer MLP, mean over tokens, dense readout. Every weight is
-N(0, sigma_w2 / fan_in), every bias (and the position embedding) N(0, sigma_b2). There is no
+Patch embedding (``embed``: dense on P x P patches, plus ``pos_embedding/bias`` of shape
+(tokens, width), drawn like a bias), ``depth`` blocks of multi-head self-attention and a two-layer MLP
+(``stacked_blocks``: one ``nn.scan`` over identical blocks, layer axis first), mean over tokens, dense
+``head``. With `jaxinit.models.core.from_flax` (``"normal_fan_in"``, ``"normal"``) every weight is
+N(0, sigma_w2 / fan_in) and every bias and the position embedding N(0, sigma_b2). There is no
 LayerNorm, so the forward signal is governed by (sigma_w2, sigma_b2) as in the MLP theory; with
-`residual`, each of the 2 * depth branches is scaled by 1 / sqrt(2 * depth) to keep the stream O(1).
+``residual`` each of the 2 x depth branches is scaled by 1 / sqrt(2 depth) to keep the stream O(1).
 
-Recorded "pre-activations": the token stream after the embedding and after every block, flattened
-to (B, tokens * width): nodes are (token, channel) pairs.
+Probes (see `jaxinit.models.deep.probe`): the token stream after the embedding and after every block
+is sown as ``"h"`` (and perturbable); `preactivations` flattens them to (layers, B, tokens x width):
+nodes are (token, channel) pairs. The token mean the head reads is sown as ``"features"``.
+Inputs: images (H, W, C), sequences (L, C) or flat vectors (D,) (read as (D, 1)); every spatial size
+must be a multiple of ``patch``.
 """
 from __future__ import annotations
 
-from dataclasses import dataclass
+import math
 
+import flax.linen as nn
 import jax
 import jax.numpy as jnp
 
-from jaxinit.models.deep import make_psi, scale
+from jaxinit.config import ConfigError, ModelConfig
+from jaxinit.models import activations
+from jaxinit.models.deep import probe
 
 
-@dataclass(frozen=True)
-class ViTSpec:
-    image_shape: tuple[int, int, int]   # (H, W, C)
-    patch: int = 2
+def patchify(x: jax.Array, patch: int) -> jax.Array:
+    """(B, *S, C) -> (B, tokens, patch^n C) with n = len(S); (B, D) is read as (B, D, 1)."""
+    if x.ndim == 2:
+        x = x[..., None]
+    b, *spatial, c = x.shape
+    if any(s % patch for s in spatial):
+        raise ConfigError(f"ViT: input sizes {tuple(spatial)} are not multiples of patch={patch}")
+    grid = [s // patch for s in spatial]
+    x = x.reshape(b, *[v for g in grid for v in (g, patch)], c)
+    n = len(spatial)
+    order = [0, *range(1, 2 * n, 2), *range(2, 2 * n + 1, 2), 2 * n + 1]
+    return x.transpose(order).reshape(b, math.prod(grid), patch ** n * c)
+
+
+class _PosEmbedding(nn.Module):
+    """A learned (tokens, width) offset; named ``bias`` (no ``scale`` sibling): drawn like a bias."""
+    @nn.compact
+    def __call__(self, h: jax.Array) -> jax.Array:
+        return h + self.param("bias", nn.initializers.zeros, h.shape[-2:])
+
+
+class _Block(nn.Module):
+    width: int
+    heads: int
+    mlp_ratio: int
+    activation: str
+    alpha: float | None   # None: no residual connections
+
+    @nn.compact
+    def __call__(self, h: jax.Array, _) -> tuple[jax.Array, None]:
+        b, t, d = h.shape
+        split = lambda z: z.reshape(b, t, self.heads, d // self.heads)
+        q, k, v = (split(nn.Dense(d, name=n)(h)) for n in ("query", "key", "value"))
+        scores = jnp.einsum("bthe,bshe->bhts", q, k) / math.sqrt(d // self.heads)
+        mixed = jnp.einsum("bhts,bshe->bthe", jax.nn.softmax(scores, axis=-1), v).reshape(b, t, d)
+        h = self._add(h, nn.Dense(d, name="out")(mixed))
+        hidden = activations.get(self.activation)(nn.Dense(self.mlp_ratio * d, name="mlp_in")(h))
+        h = self._add(h, nn.Dense(d, name="mlp_out")(hidden))
+        return probe(self, h), None
+
+    def _add(self, h, branch):
+        return branch if self.alpha is None else h + self.alpha * branch
+
+
+class ViT(nn.Module):
+    """``__call__(x (B, *S, C), train=False) -> logits (B, n_classes)``."""
+    n_classes: int
     width: int = 32
     depth: int = 2
     heads: int = 4
+    patch: int = 2
     mlp_ratio: int = 2
-    n_out: int = 10
-    act: str = "gelu"
+    activation: str = "gelu"
     residual: bool = True
 
-    @property
-    def tokens(self) -> int:
-        return (self.image_shape[0] // self.patch) * (self.image_shape[1] // self.patch)
+    def __post_init__(self):
+        if min(self.width, self.depth, self.heads, self.patch, self.mlp_ratio) < 1 or self.width % self.heads:
+            raise ConfigError(f"ViT: width, depth, heads, patch, mlp_ratio must be >= 1 and width a multiple of "
+                              f"heads, got width={self.width} depth={self.depth} heads={self.heads} patch={self.patch}")
+        activations.get(self.activation)
+        super().__post_init__()
+
+    @nn.compact
+    def __call__(self, x: jax.Array, train: bool = False) -> jax.Array:
+        del train
+        h = _PosEmbedding(name="pos_embedding")(nn.Dense(self.width, name="embed")(patchify(x, self.patch)))
+        h = probe(self, h)
+        alpha = 1.0 / math.sqrt(2.0 * self.depth) if self.residual else None
+        stack = nn.scan(_Block, variable_axes={"params": 0, "intermediates": 0, "perturbations": 0},
+                        split_rngs={"params": True}, length=self.depth)
+        h, _ = stack(self.width, self.heads, self.mlp_ratio, self.activation, alpha, name="stacked_blocks")(h, None)
+        pooled = h.mean(axis=1)
+        self.sow("intermediates", "features", pooled)
+        return nn.Dense(self.n_classes, name="head")(pooled)
 
 
-def draw(key: jax.Array, spec: ViTSpec) -> dict:
-    if spec.width % spec.heads or spec.image_shape[0] % spec.patch or spec.image_shape[1] % spec.patch:
-        raise ValueError(f"bad ViT spec {spec}")
-    d, m, nb = spec.width, spec.mlp_ratio * spec.width, spec.depth
-    shapes = {"W_emb": (spec.patch ** 2 * spec.image_shape[2], d), "b_emb": (d,), "pos": (spec.tokens, d),
-              "Wq": (nb, d, d), "bq": (nb, d), "Wk": (nb, d, d), "bk": (nb, d), "Wv": (nb, d, d), "bv": (nb, d),
-              "Wo": (nb, d, d), "bo": (nb, d), "W1": (nb, d, m), "b1": (nb, m), "W2": (nb, m, d), "b2": (nb, d),
-              "W_out": (d, spec.n_out), "b_out": (spec.n_out,)}
-    keys = jax.random.split(key, len(shapes))
-    return {name: jax.random.normal(k, shape) for k, (name, shape) in zip(keys, shapes.items())}
+def _unwrap(value):
+    return value[0] if isinstance(value, tuple) else value
 
 
-scale_draw = scale
+def preactivations(tree: dict) -> jax.Array:
+    """The token streams (or their perturbations / gradients), shape (depth + 1, B, tokens x width)."""
+    first = _unwrap(tree["h"])[None]
+    streams = jnp.concatenate([first, _unwrap(tree["stacked_blocks"]["h"])], axis=0)
+    return streams.reshape(*streams.shape[:2], -1)
 
 
-def readout_features(h_last_BN: jax.Array, spec: ViTSpec) -> jax.Array:
-    """Token mean of the last stream: what the readout dense layer sees."""
-    return h_last_BN.reshape(h_last_BN.shape[0], spec.tokens, spec.width).mean(axis=1)
+def features(intermediates: dict) -> jax.Array:
+    """What the readout reads: the token mean of the last stream, shape (B, width)."""
+    return _unwrap(intermediates["features"])
 
 
-def init(key: jax.Array, sigma_w2, sigma_b2, spec: ViTSpec) -> tuple[dict, dict]:
-    return scale(draw(key, spec), sigma_w2, sigma_b2), {}
+def make_vit(cfg: ModelConfig, input_shape: tuple, n_classes: int) -> ViT:
+    """The registry's ViT: width, depth (blocks) and activation from ``cfg``; 4 heads where the width
+    allows (else 1), patches of 2 where every spatial size is even (else 1)."""
+    spatial = tuple(input_shape[:-1]) if len(input_shape) > 1 else tuple(input_shape)
+    patch = 2 if all(s % 2 == 0 for s in spatial) else 1
+    heads = 4 if cfg.width % 4 == 0 else 1
+    return ViT(n_classes, width=cfg.width, depth=cfg.depth, heads=heads, patch=patch, activation=cfg.activation)
 
 
-def patchify(x_BHWC: jax.Array, patch: int) -> jax.Array:
-    b, hh, ww, c = x_BHWC.shape
-    x = x_BHWC.reshape(b, hh // patch, patch, ww // patch, patch, c).transpose(0, 1, 3, 2, 4, 5)
-    return x.reshape(b, (hh // patch) * (ww // patch), patch * patch * c)
-
-
-def _attention(h_BTD, p, heads: int):
-    b, t, d = h_BTD.shape
-    split = lambda z: z.reshape(b, t, heads, d // heads)
-    q, k, v = (split(h_BTD @ p[w] + p[bias]) for w, bias in (("Wq", "bq"), ("Wk", "bk"), ("Wv", "bv")))
-    scores = jnp.einsum("bthe,bshe->bhts", q, k) / jnp.sqrt(d // heads)
-    mixed = jnp.einsum("bhts,bshe->bthe", jax.nn.softmax(scores, axis=-1), v).reshape(b, t, d)
-    return mixed @ p["Wo"] + p["bo"]
-
-
-def apply(params: dict, x_BHWC: jax.Array, spec: ViTSpec, shift: jax.Array | None = None):
-    """(logits (B, n_out), stream (depth + 1, B, tokens * width))."""
-    phi = make_psi(spec.act)
-    h = patchify(x_BHWC, spec.patch) @ params["W_emb"] + params["b_emb"] + params["pos"]
-    b, t, d = h.shape
-    if shift is None:
-        shift = jnp.zeros((spec.depth + 1, b, t * d), h.dtype)
-    h = h + shift[0].reshape(h.shape)
-    alpha = 1.0 / jnp.sqrt(2.0 * spec.depth) if spec.residual else 1.0
-    blocks = {n: params[n] for n in ("Wq", "bq", "Wk", "bk", "Wv", "bv", "Wo", "bo", "W1", "b1", "W2", "b2")}
-
-    def block(h, ps):
-        p, s = ps
-        a = alpha * _attention(h, p, spec.heads)
-        h = h + a if spec.residual else a
-        m = alpha * (phi(h @ p["W1"] + p["b1"]) @ p["W2"] + p["b2"])
-        h = (h + m if spec.residual else m) + s.reshape(h.shape)
-        return h, h.reshape(b, t * d)
-
-    h0 = h.reshape(1, b, t * d)
-    h, hs = jax.lax.scan(block, h, (blocks, shift[1:]))
-    logits = h.mean(axis=1) @ params["W_out"] + params["b_out"]
-    return logits, jnp.concatenate([h0, hs], axis=0)
+__all__ = ["ViT", "make_vit", "patchify", "preactivations", "features"]

@@ -1,0 +1,66 @@
+"""Bias meets trainability: mean-field and Initial Guessing Bias theory against finite networks.
+
+Bassi et al. 2026 (arXiv 2505.12096), Francazi et al. 2024 (arXiv 2306.00809); THEORY.md sections 1-5.
+Networks in the mean-field convention (W ~ N(0, sigma_w2/fan_in), b ~ N(0, sigma_b2), no normalisation):
+`jaxinit.models.deep.DeepMLP` (plain / residual), `jaxinit.models.vit.ViT`, `jaxinit.models.cnn.CNN`.
+
+Notebook API (everything runs in memory; nothing is written unless you ask):
+
+    from jaxinit import igb
+    res = igb.probe_init(igb.init_preset("smoke"))      # InitResult: .cases (arrays), .summary (dict)
+    figs = igb.init_figures(res.cases)                  # {name: matplotlib Figure}, shown inline
+    run = igb.train_phases(igb.train_preset("smoke"))   # TrainResult: .results, .summary, .rows
+    figs = igb.train_figures(run.results, target_acc=0.85, absorbed_fmax=0.6)
+    pd = igb.phase_diagrams(igb.phase_preset("smoke"))  # PhaseDiagramResult: .data, .timing
+    figs = igb.panel_figures(pd.data, igb.phase_preset("smoke"))
+
+Presets: ``smoke`` (seconds), ``cpu`` (the README's numbers), ``paper`` (accelerator). A config is a
+frozen dataclass: ``dataclasses.replace(cfg, train=replace(cfg.train, steps=50))``. To save as the
+experiments do, pass ``on_case=igb.sink.saver(DIR)`` / ``on_result=igb.sink.saver(DIR)``.
+
+Modules: `nets` (a module + its parameter template; draw, scale, forward, backpropagated signals),
+`stats` (f_max, per-class metrics, the theory's IGB estimator per layer), `probe` (one network at init),
+`predict` (theory beside the measurements), `study_init` (`probe_init`), `width` (finite width),
+`phases` (phase points from the theory's solvers), `train` (member-parallel training),
+`study_train` (`train_phases`: learning-rate sweep at the EOC, then every phase), `summary_train`,
+`phase_diagram` (theory diagrams, timing), `plots_init` / `plots_train` (figures), `sink` (the file sink),
+`config_init` / `config_train` / `config_phase` (configs and presets).
+"""
+from __future__ import annotations
+
+from jaxinit.igb import config_init, config_phase, config_train, sink
+from jaxinit.igb.config_init import IGBInitConfig
+from jaxinit.igb.config_phase import PhaseDiagramConfig
+from jaxinit.igb.config_train import IGBTrainConfig
+from jaxinit.igb.phase_diagram import PhaseDiagramResult, panel_figures, phase_diagrams
+from jaxinit.igb.plots_init import init_figures
+from jaxinit.igb.plots_train import train_figures
+from jaxinit.igb.study_init import InitResult, probe_init
+from jaxinit.igb.study_train import TrainResult, train_phases
+
+
+def init_preset(name: str = "cpu") -> IGBInitConfig:
+    """A preset of the study at init (smoke, cpu, paper)."""
+    return _preset(config_init.PRESETS, name)
+
+
+def train_preset(name: str = "cpu") -> IGBTrainConfig:
+    """A preset of the study in training (smoke, cpu, paper)."""
+    return _preset(config_train.PRESETS, name)
+
+
+def phase_preset(name: str = "cpu") -> PhaseDiagramConfig:
+    """A preset of the phase diagrams (smoke, cpu)."""
+    return _preset(config_phase.PRESETS, name)
+
+
+def _preset(presets: dict, name: str):
+    from jaxinit.config import ConfigError
+    if name not in presets:
+        raise ConfigError(f"unknown preset {name!r}; choose from {', '.join(presets)}")
+    return presets[name]
+
+
+__all__ = ["probe_init", "train_phases", "phase_diagrams", "init_figures", "train_figures", "panel_figures",
+           "init_preset", "train_preset", "phase_preset", "InitResult", "TrainResult", "PhaseDiagramResult",
+           "IGBInitConfig", "IGBTrainConfig", "PhaseDiagramConfig", "sink"]
