@@ -106,7 +106,7 @@ def _free_port() -> int:
 
 def _base_env(devices: int) -> dict:
     env = {k: v for k, v in os.environ.items() if k not in distributed.ENV_VARS}
-    env["XLA_FLAGS"] = f"--xla_force_host_platform_device_count={devices}"
+    env["XLA_FLAGS"] = (os.environ.get("XLA_FLAGS", "") + f" --xla_force_host_platform_device_count={devices}").strip()
     return env
 
 

@@ -166,7 +166,7 @@ def test_members_sharded_over_four_devices_give_the_one_device_summary(tmp_path)
     args = FAST + ["--sweep.sigma_w=0.5,1,1.5,2", "--data.name=gaussian", "--data.n_samples=1000", "--data.dim=32"]
     one = tmp_path / "one"
     assert _run(args + ["--out", str(one)]) == 0
-    env = {**os.environ, "XLA_FLAGS": "--xla_force_host_platform_device_count=4"}
+    env = {**os.environ, "XLA_FLAGS": (os.environ.get("XLA_FLAGS", "") + " --xla_force_host_platform_device_count=4").strip()}
     four = tmp_path / "four"
     subprocess.run([sys.executable, "-m", "experiments.forgetting", *args, "--out", str(four)], cwd=ROOT, env=env,
                    check=True, capture_output=True)
