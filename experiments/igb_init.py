@@ -35,7 +35,7 @@ def main(cfg: IGBInitConfig, out: Path, resume: bool) -> None:
     """Probe every case (each saved as it finishes), then summary.json, run.json and the figures."""
     import jax
     t0 = time.time()
-    result = probe_init(cfg, on_case=_saved(out), cached=sink.load_results(out) if resume else None)
+    result = probe_init(cfg, on_case=sink.announcing_saver(out), cached=sink.load_results(out) if resume else None)
     files.write_json(out / "summary.json", result.summary)
     files.write_json(out / "run.json", {"seconds_total": round(time.time() - t0, 1), "seconds_per_case": result.seconds,
                                         "platform": jax.default_backend()})
@@ -43,16 +43,6 @@ def main(cfg: IGBInitConfig, out: Path, resume: bool) -> None:
         print(f"{name}: " + "; ".join(f"sw2={r['sigma_w2']:g},sb2={r['sigma_b2']:g}: fmax2 {r['fmax2']:.3f}" for r in rows))
     for path in plot_all(out):
         print(f"figure {path}")
-
-
-def _saved(out: Path):
-    """Save each finished result at once (so --resume can skip it) and say so."""
-    save, t0 = sink.saver(out), time.time()
-
-    def on_done(name: str, arrays: dict) -> None:
-        save(name, arrays)
-        print(f"{name}: saved at {time.time() - t0:.0f} s", flush=True)
-    return on_done
 
 
 if __name__ == "__main__":

@@ -36,7 +36,7 @@ def main(cfg: IGBTrainConfig, out: Path, resume: bool) -> None:
     """Train every run (each saved as it finishes), then metrics.jsonl, summary.json, run.json, figures."""
     import jax
     t0, cpu0 = time.time(), time.process_time()
-    result = train_phases(cfg, on_result=_saved(out), cached=sink.load_results(out) if resume else None)
+    result = train_phases(cfg, on_result=sink.announcing_saver(out), cached=sink.load_results(out) if resume else None)
     files.write_jsonl(out / "metrics.jsonl", result.rows)
     files.write_json(out / "summary.json", result.summary)
     files.write_json(out / "run.json", {"seconds_total": round(time.time() - t0, 1),
@@ -49,16 +49,6 @@ def main(cfg: IGBTrainConfig, out: Path, resume: bool) -> None:
                   f"final test acc {row['final_test_acc_mean']:.3f}", flush=True)
     for path in plot_all(out):
         print(f"figure {path}")
-
-
-def _saved(out: Path):
-    """Save each finished result at once (so --resume can skip it) and say so."""
-    save, t0 = sink.saver(out), time.time()
-
-    def on_done(name: str, arrays: dict) -> None:
-        save(name, arrays)
-        print(f"{name}: saved at {time.time() - t0:.0f} s", flush=True)
-    return on_done
 
 
 if __name__ == "__main__":

@@ -116,7 +116,8 @@ class TrainConfig:
     strategy: str = "auto"
     """auto | vmap | sequential | chunked: how members run (auto = measured fastest per platform)"""
     chunk: int = 4
-    """members per vmap chunk when strategy = chunked"""
+    """members per vmap chunk when strategy = chunked; a divisor of a setting's members (sigma_w x seeds) keeps
+    one compiled shape, otherwise the last, smaller chunk compiles every function again"""
     eval_every: int = 1
     """epochs between evaluations (the last epoch is always evaluated)"""
     checkpoint_every: int = 1

@@ -9,8 +9,9 @@ import numpy as np
 import pytest
 
 from jaxinit import data
-from jaxinit.config import ConfigError, DataConfig
+from jaxinit.config import DataConfig
 from jaxinit.data import cifar
+from errors import expect_error, one_line_error
 
 RNG = np.random.default_rng(1234)
 MiB = 2**20
@@ -53,28 +54,6 @@ def write_cifar(root, name, as_tar):
 def trust(monkeypatch, archive):
     """Register `archive`'s own MD5 as the published one, so tests reach what lies past the check."""
     monkeypatch.setitem(cifar.ARCHIVE_MD5, archive.name, hashlib.md5(archive.read_bytes()).hexdigest())
-
-
-def pool_order(cfg, n_pool, n_test):
-    """Index arrays `load_dataset` uses for a pool / test split of these sizes."""
-    return data.split_indices(n_pool, n_test, cfg)
-
-
-def expect_error(cfg, *fragments):
-    with pytest.raises(ConfigError) as info:
-        data.load_dataset(cfg)
-    message = str(info.value)
-    assert "\n" not in message
-    for fragment in fragments:
-        assert fragment in message, message
-
-
-def one_line_error(fn, *args, match):
-    """The message of the ConfigError `fn(*args)` raises; it must match and be a single line."""
-    with pytest.raises(ConfigError, match=match) as info:
-        fn(*args)
-    assert "\n" not in str(info.value)
-    return str(info.value)
 
 
 def load(root, name="cifar10"):
@@ -123,7 +102,7 @@ def test_cifar_reader_roundtrip(tmp_path, monkeypatch, name, as_tar):
         trust(monkeypatch, tmp_path / cifar.CIFAR[name].archive)
     cfg = DataConfig(name=name, dir=str(tmp_path), normalize="none", val_fraction=0.0)
     ds = data.load_dataset(cfg)
-    train, _, _ = pool_order(cfg, len(labels), len(labels_test))
+    train, _, _ = data.split_indices(len(labels), len(labels_test), cfg)
     assert ds.n_classes == (100 if name == "cifar100" else 10) and ds.input_shape == (32, 32, 3)
     # NHWC pixel (n, h, w, c) is the flat row entry c*1024 + h*32 + w.
     expected = flat.reshape(-1, 3, 32, 32).transpose(0, 2, 3, 1)[train] / 255.0

@@ -6,8 +6,9 @@ import numpy as np
 import pytest
 
 from jaxinit import data
-from jaxinit.config import ConfigError, DataConfig
+from jaxinit.config import DataConfig
 from jaxinit.data import idx
+from errors import expect_error, one_line_error
 
 RNG = np.random.default_rng(1234)
 CODES = {np.dtype(v).newbyteorder("="): code for code, v in idx.IDX_DTYPES.items()}
@@ -41,28 +42,6 @@ def make_mnist_dir(folder, n_train=12, n_test=6, gz=True):
     return arrays
 
 
-def pool_order(cfg, n_pool, n_test):
-    """Index arrays `load_dataset` uses for a pool / test split of these sizes."""
-    return data.split_indices(n_pool, n_test, cfg)
-
-
-def expect_error(cfg, *fragments):
-    with pytest.raises(ConfigError) as info:
-        data.load_dataset(cfg)
-    message = str(info.value)
-    assert "\n" not in message
-    for fragment in fragments:
-        assert fragment in message, message
-
-
-def one_line_error(fn, *args, match):
-    """The message of the ConfigError `fn(*args)` raises; it must match and be a single line."""
-    with pytest.raises(ConfigError, match=match) as info:
-        fn(*args)
-    assert "\n" not in str(info.value)
-    return str(info.value)
-
-
 def hostile_set(tmp_path, stem, array):
     """A valid uncompressed set whose file `stem` is replaced by `array` in its own dtype."""
     make_mnist_dir(tmp_path, gz=False)
@@ -81,7 +60,7 @@ def test_idx_reader_roundtrip(tmp_path, gz):
     arrays = make_mnist_dir(tmp_path, gz=gz)
     cfg = DataConfig(name="mnist", dir=str(tmp_path), normalize="none", val_fraction=0.25)
     ds = data.load_dataset(cfg)
-    train, val, _ = pool_order(cfg, 12, 6)
+    train, val, _ = data.split_indices(12, 6, cfg)
     assert ds.input_shape == (28, 28, 1) and ds.x_train.shape == (9, 28, 28, 1)
     np.testing.assert_allclose(ds.x_train[..., 0], arrays["train-images"][train] / 255.0, atol=1e-7)
     np.testing.assert_array_equal(ds.y_val, arrays["train-labels"][val])

@@ -10,6 +10,7 @@ from jaxinit import data
 from jaxinit.config import ConfigError, DataConfig
 from jaxinit.data import synthetic
 from jaxinit.data.pipeline import to_sphere
+from errors import expect_error
 
 RNG = np.random.default_rng(1234)
 
@@ -113,15 +114,6 @@ def test_none_keeps_pixels_in_unit_interval():
 
 
 # --------------------------------------------------------------------------- errors
-def expect_error(cfg, *fragments):
-    with pytest.raises(ConfigError) as info:
-        data.load_dataset(cfg)
-    message = str(info.value)
-    assert "\n" not in message
-    for fragment in fragments:
-        assert fragment in message, message
-
-
 def test_unknown_name_and_missing_dir(tmp_path):
     expect_error(DataConfig(name="imagenet"), "imagenet", "unknown dataset")
     expect_error(DataConfig(name="mnist", dir=str(tmp_path / "nope")), "nope", "no such directory")

@@ -5,25 +5,9 @@ import pytest
 
 from jaxinit import data
 from jaxinit.tools import standin
-from jaxinit.config import ConfigError, DataConfig
+from jaxinit.config import DataConfig
 from jaxinit.data import readers
-
-
-def expect_error(cfg, *fragments):
-    with pytest.raises(ConfigError) as info:
-        data.load_dataset(cfg)
-    message = str(info.value)
-    assert "\n" not in message
-    for fragment in fragments:
-        assert fragment in message, message
-
-
-def one_line_error(fn, *args, match):
-    """The message of the ConfigError `fn(*args)` raises; it must match and be a single line."""
-    with pytest.raises(ConfigError, match=match) as info:
-        fn(*args)
-    assert "\n" not in str(info.value)
-    return str(info.value)
+from errors import expect_error, one_line_error
 
 
 def examples(images, labels):

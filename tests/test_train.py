@@ -81,6 +81,21 @@ def test_no_recompilation_when_sigma_w_or_seed_change():
     assert fns.init._cache_size() == sizes[0] + 1      # the counter does see a new shape
 
 
+def test_settings_share_the_setting_free_compiled_functions():
+    """eval, norms and the data order do not read the optimizer: one jitted function (one compile per shape)
+    serves every setting, while init and step stay per setting."""
+    cfg = replace(TINY, train=replace(TINY.train, strategy="vmap"))
+    sweep = loop.build_sweep(cfg)
+    sgd, adam = sweep.groups["sgd"][0].fns, sweep.groups["adam"][0].fns
+    assert sgd.eval is adam.eval and sgd.norms is adam.norms and sgd.perm is adam.perm
+    assert sgd.step is not adam.step and sgd.init is not adam.init
+    states = loop.init_states(sweep)
+    E.evaluate_all(sweep.groups, states, E.eval_splits(sweep.ds, 200), 0)
+    before = sgd.eval._cache_size()
+    E.evaluate_all(sweep.groups, states, E.eval_splits(sweep.ds, 200), 0)
+    assert sgd.eval._cache_size() == before             # the second setting and the second pass compile nothing
+
+
 def test_diverging_member_is_flagged_frozen_and_others_identical():
     base = replace(TINY, model=replace(TINY.model, batchnorm=False), train=replace(TINY.train, strategy="sequential"),
                    sweep=SweepConfig(sigma_w=(1.0, 1e25), seeds=1, optimizers=("sgd",)))

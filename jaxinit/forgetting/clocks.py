@@ -27,7 +27,7 @@ from typing import Any, NamedTuple, Sequence
 import numpy as np
 
 from jaxinit.config import ConfigError, DataConfig, ModelConfig, OptConfig, SweepConfig, TrainConfig, check_float32
-from jaxinit.forgetting.config import AnalysisConfig, ForgettingConfig, CPU, SMOKE, PAPER
+from jaxinit.forgetting.config import AnalysisConfig, ForgettingConfig, CPU_BASE, SMOKE, PAPER
 
 FAMILY_CLOCK = {"sgd": "T_SGD", "momentum": "T_SGD", "sgd_l2": "T_L2", "adam": "T_adapt", "adamw": "T_adapt",
                 "muon": "T_adapt"}
@@ -60,15 +60,15 @@ class ClockSweep:
 
 @dataclass(frozen=True)
 class ClocksConfig:
-    data: DataConfig = CPU.data
+    data: DataConfig = CPU_BASE.data
     """data set and splits (shared by every point)"""
-    model: ModelConfig = CPU.model
+    model: ModelConfig = CPU_BASE.model
     """the network"""
     opt: OptConfig = OptConfig()
     """optimizer options shared by every point (schedule, momentum mu, Adam betas)"""
-    train: TrainConfig = CPU.train
+    train: TrainConfig = CPU_BASE.train
     """base batch size and epochs; points change one of them where their sweep says so"""
-    sweep: SweepConfig = replace(CPU.sweep, optimizers=())
+    sweep: SweepConfig = replace(CPU_BASE.sweep, optimizers=())
     """sigma_w values and seeds of every point (optimizers come from the families)"""
     clocks: ClockSweep = ClockSweep()
     """the per-family sweeps"""

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import math
 import sys
+import time
 from pathlib import Path
 from typing import Any, Callable
 
@@ -43,6 +44,17 @@ def saver(out: Path) -> Callable[[str, dict], None]:
     def save(name: str, arrays: dict) -> None:
         files.save_npz(results_dir(out) / f"{name}.npz", **arrays)
     return save
+
+
+def announcing_saver(out: Path) -> Callable[[str, dict], None]:
+    """`saver` that also prints one line per result, with the seconds since it was made: each finished
+    result is on disk at once (so `--resume` skips it) and the user sees the run advance."""
+    save, t0 = saver(out), time.time()
+
+    def on_done(name: str, arrays: dict) -> None:
+        save(name, arrays)
+        print(f"{name}: saved at {time.time() - t0:.0f} s", flush=True)
+    return on_done
 
 
 def load_results(out: Path) -> dict[str, dict[str, np.ndarray]]:
