@@ -12,7 +12,7 @@ $(BIN)/python:
 venv: $(BIN)/python
 	$(BIN)/python -m pip install -q -e '.[test]'
 
-# Main job on embedded data: the initialization-memory study, cpu preset (< 5 min on 2 cores).
+# Main job on embedded data: the initialization-memory study, cpu preset (~3 min on the AVX-512 2-core machine, ~5 on the AVX2 one).
 demo: venv
 	$(BIN)/python -m experiments.forgetting --out runs/forgetting_cpu
 

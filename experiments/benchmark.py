@@ -13,8 +13,8 @@ medians over `bench.repeats`.
     make bench-accel OUT=runs                    # accel: ResNet-9 full width, K = 1..16; budgeted for < 5 min;
                                                  # the machine's python3 (ACCEL_PY), refuses a CPU-only jax
 
-Runtime of `cpu` on a 2-core AMD EPYC VM shared with other jobs (load average ~8, jax 0.10.2): 12 min
-wall, 6 min CPU, 3 repeats (compiles ~55 % of it). `accel` has not run on an accelerator yet.
+Runtime of `cpu` on the project's 2-core AMD EPYC VM, quiet (jax 0.10.2): 4 min 19 s wall, 3 repeats (compiles
+are a large part of it). `accel` has not run on an accelerator yet.
 
 Writes DIR/benchmark.jsonl (one JSON line per case, also printed), DIR/table.md and DIR/run.json
 (machine, total time, skipped cases). Fields of a `train_step` line: `platform`, `device_kind`, `model`,
@@ -30,13 +30,11 @@ estimated from clock and vector-unit flags for CPUs, see `jaxinit.tools.machine.
 null when unknown), `flops_utilization`. A `phase_diagram` line times the vmapped theory phase diagram against the
 per-point numpy/scipy baseline.
 
-Headline (`cpu`, 2-core AMD EPYC VM, medians of 3 interleaved repeats; step time of 8 members / 8
-sequential single-member steps): MLP 784-512x4 b128: vmap 1.19, chunked(4) 0.94; ResNet-20 x0.25 b32: vmap
-2.27, vmap+im2col 1.62; ResNet-9 x0.125 b32: vmap 3.53, vmap+im2col 2.05; sequential lax conv is the
-fastest conv strategy at every K. Tanh phase diagram 200 x 200, depth 100: 6.8 s (compile included)
-against ~3,500 s point by point (510x). Full table and machine: README ("Benchmark"). These numbers
-were measured on the run loop before `jaxinit.forgetting` (same single-member step, no BatchNorm
-calibration at init); the `cpu` preset has not been rerun since.
+Headline (`cpu`, the same VM, medians of 3 interleaved repeats; step time of 8 members / 8 sequential
+single-member steps): MLP 784-512x4 b128: vmap 1.25, chunked(4) 0.91; ResNet-20 x0.25 b32: vmap 3.66, vmap+im2col
+1.39; ResNet-9 x0.125 b32: vmap 4.70, vmap+im2col 1.62; sequential lax conv is the fastest conv strategy at every K.
+Tanh phase diagram 200 x 200, depth 100: 1.88 s (compile included) against ~1,535 s point by point (818x).
+Full table and machine: README ("Benchmark").
 """
 from __future__ import annotations
 
