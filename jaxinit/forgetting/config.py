@@ -101,6 +101,9 @@ def _variants() -> dict[str, ForgettingConfig]:
                      opt=replace(CPU_BASE.opt, setting_lr=CPU_LR[:-3] + ("adam=6.4e-3", "adamw=1e-3", "muon=0.02")),
                      sweep=replace(CPU_BASE.sweep, optimizers=("sgd", "sgd_l2", "adam", "muon")))
     out["cpu_resnet"] = resnet
+    # Low-LR SGD on the same ResNet for longer: does its memory survive interpolation (80 epochs do not get there)?
+    out["cpu_resnet_long"] = replace(resnet, train=replace(resnet.train, epochs=300, eval_every=5, checkpoint_every=50),
+                                     sweep=replace(resnet.sweep, optimizers=("sgd",)))
     # Depth: narrow CIFAR ResNets (4-8-16 channels) on mnist1d, low-LR SGD, 50 epochs.
     for depth in (20, 56):
         out[f"cpu_depth{depth}"] = replace(CPU_BASE, model=ModelConfig(name=f"resnet{depth}", width_mult=0.25),
