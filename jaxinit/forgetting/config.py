@@ -109,6 +109,9 @@ def _variants() -> dict[str, ForgettingConfig]:
         out[f"cpu_depth{depth}"] = replace(CPU_BASE, model=ModelConfig(name=f"resnet{depth}", width_mult=0.25),
                                            train=replace(CPU_BASE.train, epochs=50),
                                            sweep=replace(CPU_BASE.sweep, optimizers=("sgd",)))
+        # The same for 150 epochs, evaluated every 5: long enough for late interpolation to show (cpu_resnet_long).
+        out[f"cpu_depth{depth}_long"] = replace(out[f"cpu_depth{depth}"], train=replace(
+            CPU_BASE.train, epochs=150, eval_every=5, checkpoint_every=25))
     for lam in ("5e-4", "5e-3", "2e-2", "5e-2"):
         out[f"cpu_l2_{lam}"] = replace(CPU_BASE, opt=replace(CPU_BASE.opt, setting_weight_decay=(f"sgd_l2={lam}",)),
                                        sweep=replace(CPU_BASE.sweep, optimizers=("sgd_l2",)))
