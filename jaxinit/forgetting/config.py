@@ -61,7 +61,8 @@ CPU_BASE = ForgettingConfig(
 CPU = replace(CPU_BASE, train=replace(CPU_BASE.train, chunk=6, eval_batch_size=1600))
 # Every setting of the paper at CPU scale, 5 seeds, at width 256: there every low-LR SGD member reaches
 # 99.5 % train accuracy within 80 epochs (the paper's regime), which at width 128 the largest sigma_w do not.
-CPU_FULL = replace(CPU_BASE, model=replace(CPU.model, width=256), sweep=replace(CPU.sweep, seeds=5, optimizers=ALL_SETTINGS))
+CPU_FULL = replace(CPU_BASE, model=replace(CPU_BASE.model, width=256),
+                   sweep=replace(CPU_BASE.sweep, seeds=5, optimizers=ALL_SETTINGS))
 
 SMOKE = ForgettingConfig(
     data=DataConfig(name="digits", n_val=200, n_train=600),
@@ -87,7 +88,8 @@ def _variants() -> dict[str, ForgettingConfig]:
     """Batch-size, depth, long-horizon and L2-strength variants of the cpu and paper presets."""
     out = {}
     for b in (16, 32, 64, 128, 256):
-        out[f"cpu_b{b}"] = replace(CPU_BASE, train=replace(CPU_BASE.train, batch_size=b), sweep=replace(CPU_BASE.sweep, optimizers=("sgd",)))
+        out[f"cpu_b{b}"] = replace(CPU_BASE, train=replace(CPU_BASE.train, batch_size=b),
+                                   sweep=replace(CPU_BASE.sweep, optimizers=("sgd",)))
         out[f"paper_b{b}"] = replace(PAPER, train=replace(PAPER.train, batch_size=b))
     for name in ("resnet20", "resnet56", "resnet110"):
         out[f"paper_{name}"] = replace(PAPER, model=replace(PAPER.model, name=name),
@@ -106,12 +108,12 @@ def _variants() -> dict[str, ForgettingConfig]:
                                      sweep=replace(resnet.sweep, optimizers=("sgd",)))
     # Depth: narrow CIFAR ResNets (4-8-16 channels) on mnist1d, low-LR SGD, 50 epochs.
     for depth in (20, 56):
-        out[f"cpu_depth{depth}"] = replace(CPU_BASE, model=ModelConfig(name=f"resnet{depth}", width_mult=0.25),
-                                           train=replace(CPU_BASE.train, epochs=50),
-                                           sweep=replace(CPU_BASE.sweep, optimizers=("sgd",)))
+        short = replace(CPU_BASE, model=ModelConfig(name=f"resnet{depth}", width_mult=0.25),
+                        train=replace(CPU_BASE.train, epochs=50), sweep=replace(CPU_BASE.sweep, optimizers=("sgd",)))
+        out[f"cpu_depth{depth}"] = short
         # The same for 150 epochs, evaluated every 5: long enough for late interpolation to show (cpu_resnet_long).
-        out[f"cpu_depth{depth}_long"] = replace(out[f"cpu_depth{depth}"], train=replace(
-            CPU_BASE.train, epochs=150, eval_every=5, checkpoint_every=25))
+        out[f"cpu_depth{depth}_long"] = replace(short, train=replace(short.train, epochs=150, eval_every=5,
+                                                                     checkpoint_every=25))
     for lam in ("5e-4", "5e-3", "2e-2", "5e-2"):
         out[f"cpu_l2_{lam}"] = replace(CPU_BASE, opt=replace(CPU_BASE.opt, setting_weight_decay=(f"sgd_l2={lam}",)),
                                        sweep=replace(CPU_BASE.sweep, optimizers=("sgd_l2",)))

@@ -43,9 +43,10 @@ def default_strategy(conv: bool, platform: str | None = None) -> str:
     """Fastest strategy measured by `experiments.benchmark` (README table) per platform.
 
     CPU, conv nets (any kernel with a spatial window): `sequential` (a vmapped conv with batched
-    kernels becomes a grouped conv, 1.8-5x slower than the loop here; im2col 1.4-1.7x). CPU, MLPs:
+    kernels becomes a grouped conv, 1.8-5x slower than the loop here; im2col 1.3-1.8x). CPU, MLPs:
     `chunked` (chunks of `train.chunk`): full vmap batches the matmuls into a form XLA:CPU runs up to
-    1.25x slower than a loop for large members, chunks of 4 were 0.91-0.93x (README, "Benchmark"). Accelerators: `vmap`.
+    1.25x slower than a loop for large members, chunks of 4 were 0.91-0.93x (README, "Benchmark").
+    Accelerators: `vmap`.
     """
     platform = platform or jax.default_backend()
     if platform == "cpu":
