@@ -208,7 +208,9 @@ def test_member_summary_values_from_the_best_row():
     s = M.member_summary(rows, {"optimizer": "adam", "sigma_w": 0.5, "seed": 3},
                          np.full(100, 0.1), 10, 0.01)
     assert DESIGN_MEMBER_KEYS <= set(s)
-    assert set(s["clocks"]) == set(s["clocks_at_best"]) == {"T_SGD", "T_L2", "T_adapt"}
+    # the eta clocks and the measured update clocks (None: these rows carry no update sums)
+    assert set(s["clocks"]) == set(s["clocks_at_best"]) == {"T_SGD", "T_L2", "T_adapt", "T_update", "T_update2"}
+    assert s["clocks"]["T_update"] is None and s["clocks_at_best"]["T_update2"] is None
     assert (s["optimizer"], s["sigma_w"], s["seed"]) == ("adam", 0.5, 3)
     assert s["best_epoch"] == 1
     assert (s["test_acc_at_best"], s["train_acc_at_best"], s["val_acc_at_best"]) == (0.79, 0.97, 0.8)
@@ -231,7 +233,8 @@ def test_member_summary_diverged_member_with_nan_rows():
     assert s["best_epoch"] == 1 and s["test_acc_at_best"] == 0.6
     assert s["diverged_before_best"] is False  # diverged after its best epoch: the predictor stands
     assert s["param_norm_final"] is None
-    assert s["clocks"] == s["clocks_at_best"] == {"T_SGD": None, "T_L2": None, "T_adapt": None}
+    assert s["clocks"] == s["clocks_at_best"] == {"T_SGD": None, "T_L2": None, "T_adapt": None, "T_update": None,
+                                                  "T_update2": None}
     json.dumps(s, allow_nan=False)
 
 
@@ -276,8 +279,9 @@ def test_spread_two_seeds_by_hand():
     assert sp["min_test_acc"] == pytest.approx(0.725)
     assert sp["max_test_acc"] == pytest.approx(0.875)
     assert sp["all_interpolated"] is True
-    assert sp["clocks"] == pytest.approx({"T_SGD": 0.1, "T_L2": 0.0, "T_adapt": 10.0})
-    assert sp["clocks_at_best"] == pytest.approx({"T_SGD": 0.01, "T_L2": 0.0, "T_adapt": 1.0})
+    assert {c: sp["clocks"][c] for c in M.CLOCKS} == pytest.approx({"T_SGD": 0.1, "T_L2": 0.0, "T_adapt": 10.0})
+    assert {c: sp["clocks_at_best"][c] for c in M.CLOCKS} == pytest.approx({"T_SGD": 0.01, "T_L2": 0.0, "T_adapt": 1.0})
+    assert sp["clocks"]["T_update"] is None     # the members carry no measured clock
 
 
 def test_spread_drops_a_member_diverged_before_its_best_epoch_and_counts_it():
@@ -382,8 +386,9 @@ def test_summarize_with_member_info_and_per_member_schedules():
     rows = history(0, "sgd", 1.0, 0, val_loss=[1, 0.5]) + history(1, "sgd", 2.0, 0, val_loss=[1, 0.4])
     info = [{"optimizer": "sgd", "sigma_w": 1.0, "seed": 0}, {"optimizer": "sgd", "sigma_w": 2.0, "seed": 0}]
     s = M.summarize(rows, info, [[0.1] * 10, [0.2] * 10], [10, 5], [0.0, 0.1])
-    assert s["members"][0]["clocks"] == pytest.approx({"T_SGD": 0.01, "T_L2": 0.0, "T_adapt": 1.0})
-    assert s["members"][1]["clocks"] == pytest.approx({"T_SGD": 0.08, "T_L2": 0.2, "T_adapt": 2.0})
+    eta_clocks = [{c: m["clocks"][c] for c in M.CLOCKS} for m in s["members"]]   # T_update*: None here
+    assert eta_clocks[0] == pytest.approx({"T_SGD": 0.01, "T_L2": 0.0, "T_adapt": 1.0})
+    assert eta_clocks[1] == pytest.approx({"T_SGD": 0.08, "T_L2": 0.2, "T_adapt": 2.0})
 
 
 def test_to_jsonable_converts_numpy_and_nan():
@@ -410,13 +415,23 @@ def test_read_metrics_rejects_corruption_in_the_middle(tmp_path):
 
 
 def test_markdown_table():
+    # issue 18 changed the table: spread beside its null and p, the slope with its interval and p, the
+    # norm coupling, the repair gap and the clocks in one cell; a legend line before the notes
     s = M.summarize(_run_rows(), None, np.full(100, 0.1), 10, 0.0)
     lines = M.markdown_table(s).strip().splitlines()
-    assert len(lines) == 6  # header, rule, sgd, adam, blank, one note
+    assert len(lines) == 8  # header, rule, sgd, adam, blank, legend, blank, one note
     cells = [c.strip() for c in lines[2].split("|")[1:-1]]
-    # the diverged sgd member (kept) never interpolates and has no final accuracy: those spreads are null
-    assert cells[:8] == ["sgd (1 diverged)", "2", "15.0 [15.0, 15.0]", "-", "-", "50.0", "no", "0"]
+    # the diverged sgd member (kept) never interpolates and has no final accuracy: those spreads are null;
+    # seed 1 is seed 0 less 1 pp, so the noise floor is 0, and of the 2 seeds x 3! relabellings the 6
+    # that relabel both seeds alike leave it at 0: p = 6/36
+    assert cells[:5] == ["sgd (1 diverged)", "2", "15.0 [15.0, 15.0]", "0.0", "0.167"]
+    slope = 100 * np.polyfit(np.log([0.5, 1.0, 2.0]), [-0.05, -0.1, -0.2], 1)[0]   # acc = 0.9 - 0.1 sigma_w
+    assert cells[5] == f"{slope:.1f} [{slope:.1f}, {slope:.1f}]" and cells[6] == "0.056"
+    # ln sigma_w is symmetric about 0 here, so only "both seeds as they are" and "both reversed" reach |slope|: 2/36
+    assert cells[7] == "-, -"          # every initial kernel norm is 1: no coupling can be measured
+    assert cells[8:14] == ["-", "-", "50.0", "no", "0.0", "0"]
     cells = [c.strip() for c in lines[3].split("|")[1:-1]]
-    assert cells[:8] == ["adam", "2", "1.5 [1.5, 1.5]", "1.5", "1.5", "99.0", "yes", "0"]
-    assert cells[-1] == "1"  # T_adapt at the best epoch = 10 steps * 0.1
-    assert lines[5] == "- sgd: spreads over sigma_w 0.5, 1, 2 (usable in every seed); excluded: 4"
+    assert cells[:3] == ["adam", "2", "1.5 [1.5, 1.5]"] and cells[8:14] == ["1.5", "1.5", "99.0", "yes", "0.0", "0"]
+    assert cells[-1] == "0.01, 0, 1"  # T_SGD, T_L2, T_adapt at the best epoch = 10 steps * 0.1
+    assert lines[5].startswith("null: the spread expected with no sigma_w dependence") and "36" in lines[5]
+    assert lines[7] == "- sgd: spreads over sigma_w 0.5, 1, 2 (usable in every seed); excluded: 4"

@@ -8,6 +8,9 @@
   eta), with the initial kernel norms of the smallest and largest sigma_w as horizontal lines.
 - `norms_<family>.png`: kernel-norm trajectories per sigma_w at the family's remembering point (largest
   spread) and forgetting point (smallest spread).
+- `plot_collapse` (for the clock test): every run's spread over time against each candidate clock
+  (one panel per clock, log axis), the pooled polynomial fit of `horizon.clock_collapse` and its
+  residual variance V_c in the panel title; the clock whose panel shows one curve collapses the runs.
 Figures use `matplotlib.figure.Figure` directly (no pyplot state, no backend switch at import).
 """
 from __future__ import annotations
@@ -79,6 +82,39 @@ def plot_norm_growth(lines: Sequence[dict], path) -> Path:
     ax.set_ylabel(r"median kernel-norm growth $\sqrt{|W_T|^2 - |W_0|^2}$")
     ax.legend(handles=handles + ax.get_lines()[:1], fontsize=7)
     ax.grid(alpha=0.3)
+    return _save(fig, path)
+
+
+def plot_collapse(runs: Sequence[dict], labels: Sequence[str], collapse: dict, path) -> Path:
+    """`runs`: `horizon.collapse_curve` dicts; `labels`: one legend entry per run; `collapse`: the
+    `horizon.clock_collapse` result of the same runs (its clocks are the panels)."""
+    import numpy as np
+    from jaxinit.forgetting.horizon import collapse_fit, pooled_points
+    clocks = list(collapse["clocks"])
+    fig = Figure(figsize=(4.2 * len(clocks), 3.6))
+    axes = fig.subplots(1, len(clocks), sharey=True, squeeze=False)[0]
+    for ax, clock in zip(axes, clocks):
+        for i, (run, label) in enumerate(zip(runs, labels)):
+            x, y = pooled_points([run], clock)
+            ax.plot(x, y, marker="o", ms=3, lw=1, color=f"C{i % 10}", label=label)
+        fit = collapse_fit(*pooled_points(runs, clock), collapse["degree"])
+        x_all = pooled_points(runs, clock)[0]
+        x_all = x_all[np.isfinite(x_all) & (x_all > 0)]
+        if fit is not None and x_all.size:
+            grid = np.geomspace(x_all.min(), x_all.max(), 100)
+            ax.plot(grid, np.polyval(fit[0], np.log(grid)), color="k", lw=1.5, ls="--", label="pooled fit")
+        v = collapse["clocks"][clock]
+        ci = v.get("ci95")
+        ax.set_title(f"{clock}: V = {v['residual_var_pp2']:.3g} pp$^2$" +
+                     (f" [{ci[0]:.3g}, {ci[1]:.3g}]" if ci else "") if v["residual_var_pp2"] is not None else clock,
+                     fontsize=9)
+        ax.set_xscale("log")
+        ax.set_xlabel(f"${clock.replace('_', '_{')}}}(t)$")
+        ax.grid(alpha=0.3)
+    axes[0].set_ylabel("spread over $\\sigma_w$ (pp), seed mean")
+    axes[0].legend(fontsize=7, loc="best")
+    fig.suptitle(f"which clock collapses the runs: {collapse.get('better')}"
+                 f"{'' if collapse.get('decisive') else ' (not decisive)'}", fontsize=9)
     return _save(fig, path)
 
 

@@ -13,10 +13,12 @@ Outputs per point (`line`): the setting, its clock's name, the median clock over
 selected epoch (`clock_value`) and at the end (`clock_value_end`), the spread under the paper's rule
 with its t interval, the interpolated-selection and final spreads, n seeds and the point's knobs.
 `verdicts`: per family, the clock value where the spread first falls below half of low-LR SGD's
-(the `reference` point) and below 5 pp (log-linear interpolation between the bracketing points), or
-None within the swept range; `collapse`: for each pair of families the largest spread difference
+(the `reference` point) and below 5 pp (`crossings`: log-linear interpolation between the bracketing
+points, tied clock values at their mean spread), or None within the swept range, each with a 95 %
+interval from resampling every point's seeds; `collapse`: for each pair of families the largest spread difference
 where their clock ranges overlap (interpolated in log clock) -- the paper's organising claim is that
-families put on their own clocks fall on one curve.
+families put on their own clocks fall on one curve. Point directories are named by the exact values
+(`_tag`), and a design with no point or with a point twice is refused (`validate`).
 """
 from __future__ import annotations
 
@@ -28,6 +30,7 @@ import numpy as np
 
 from jaxinit.config import ConfigError, DataConfig, ModelConfig, OptConfig, SweepConfig, TrainConfig, check_float32
 from jaxinit.forgetting.config import AnalysisConfig, ForgettingConfig, CPU_BASE, SMOKE, PAPER
+from jaxinit.forgetting.crossings import crossing, crossing_interval
 
 FAMILY_CLOCK = {"sgd": "T_SGD", "momentum": "T_SGD", "sgd_l2": "T_L2", "adam": "T_adapt", "adamw": "T_adapt",
                 "muon": "T_adapt"}
@@ -88,7 +91,9 @@ class Point(NamedTuple):
 
 
 def _tag(x: float) -> str:
-    return f"{x:.3g}".replace("+", "")
+    """A value as it appears in a point's directory name: python's shortest round-trip repr, so two
+    different floats never share a directory (0.05 -> "0.05", 0.050001 -> "0.050001", 2.5e-05 -> "2.5e-05")."""
+    return repr(float(x)).replace("+", "")
 
 
 def points(cfg: ClocksConfig) -> list[Point]:
@@ -136,11 +141,26 @@ def point_config(cfg: ClocksConfig, p: Point) -> ForgettingConfig:
                             sweep=replace(cfg.sweep, optimizers=(p.family,)), analysis=cfg.analysis)
 
 
+def _refuse_duplicates(c: ClockSweep) -> None:
+    """Two equal values in one sweep would train one point twice into one directory: refused. Values
+    equal in float32 (the precision the device uses) count as equal; "lr@epochs" pairs compare as pairs."""
+    for name in ("sgd_lr", "sgd_batch", "momentum_lr", "sgd_l2_lambda", "adaptive_lr", "adam_lr_epochs"):
+        values = getattr(c, name)
+        keys = ([(float(np.float32(lr)), n) for lr, n in map(lr_at_epochs, values)] if name == "adam_lr_epochs"
+                else [float(np.float32(v)) for v in values])
+        if len(set(keys)) != len(keys):
+            dup = next(v for v, k in zip(values, keys) if keys.count(k) > 1)
+            raise ConfigError(f"--clocks.{name}: duplicate value {dup} in {tuple(values)}; every point must differ")
+
+
 def validate(cfg: ClocksConfig) -> None:
     from jaxinit.forgetting.config import validate as validate_point
     c = cfg.clocks
+    if not c.families:
+        raise ConfigError(f"--clocks.families is empty: the clock design has no point; give some of "
+                          f"{', '.join(FAMILY_CLOCK)}")
     unknown = [f for f in c.families if f not in FAMILY_CLOCK]
-    if unknown or not c.families or len(set(c.families)) != len(c.families):
+    if unknown or len(set(c.families)) != len(c.families):
         raise ConfigError(f"--clocks.families: unknown or repeated family in {c.families}; "
                           f"known: {', '.join(FAMILY_CLOCK)}")
     for name in ("sgd_lr", "momentum_lr", "sgd_l2_lambda", "adaptive_lr"):
@@ -153,29 +173,47 @@ def validate(cfg: ClocksConfig) -> None:
         raise ConfigError("--clocks.sgd_batch values must be >= 1")
     for text in c.adam_lr_epochs:
         lr_at_epochs(text)
+    _refuse_duplicates(c)
     empty = [f for f in c.families if not any(p.family == f for p in points(cfg))]
     if empty:
         raise ConfigError(f"--clocks: the sweep of {empty[0]} is empty; give its values")
     if "sgd" in c.families and c.reference_lr not in c.sgd_lr:
         raise ConfigError(f"--clocks.reference_lr={c.reference_lr} must be one of --clocks.sgd_lr {c.sgd_lr}")
+    names = [p.name for p in points(cfg)]
+    twice = sorted({n for n in names if names.count(n) > 1})
+    if twice:   # e.g. an adam lr@epochs pair that the lr sweep already has at the base epochs
+        raise ConfigError(f"--clocks: point {twice[0]} appears twice in the design; every point must differ")
     for p in points(cfg):
         validate_point(point_config(cfg, p))
 
 
 # --------------------------------------------------------------------------- results
 def line(p: Point, summary: dict, selection: str = "best_val") -> dict[str, Any]:
-    """The clocks.jsonl line of a finished point (its summary.json)."""
+    """The clocks.jsonl line of a finished point (its summary.json).
+
+    Besides the spreads: for the selected rule its per-seed spreads (`spread_per_seed_selected`, which
+    the crossing intervals resample), memory slope with interval, noise floor and p-values, and the
+    measured update clocks (`T_update`, `T_update2`; None for runs without update sums) at the selected
+    epoch and at the end, the clock the adaptive family is compared on across Adam and Muon.
+    """
     from jaxinit.forgetting.memory import selection_keys
     s = summary["spread"][p.family]
     keys = selection_keys(selection)
+    at_sel, at_end = s.get(keys["clocks"]) or {}, s.get("clocks") or {}
     return {"point": p.name, "setting": p.family, "clock": p.clock,
-            "clock_value": (s.get(keys["clocks"]) or {}).get(p.clock),
-            "clock_value_end": (s.get("clocks") or {}).get(p.clock),
+            "clock_value": at_sel.get(p.clock), "clock_value_end": at_end.get(p.clock),
             "spread_pp": s.get("spread_pp"), "spread_ci95": s.get("spread_ci95"),
             "spread_pp_interpolated": s.get("spread_pp_interpolated"), "spread_pp_final": s.get("spread_pp_final"),
             "selection": selection, "spread_selected": s.get(keys["spread"]), "ci_selected": s.get(keys["ci"]),
+            "spread_per_seed_selected": s.get(keys["per_seed"]) or [],
+            "slope_selected": s.get(keys["slope"]), "slope_ci_selected": s.get(keys["slope_ci"]),
+            "null_selected": s.get(keys["null"]), "spread_p_selected": s.get(keys["spread_p"]),
+            "slope_p_selected": s.get(keys["slope_p"]),
+            **{f"{c}_value": at_sel.get(c) for c in ("T_update", "T_update2")},
+            **{f"{c}_value_end": at_end.get(c) for c in ("T_update", "T_update2")},
             "train_acc_at_best_min": s.get("train_acc_at_best_min"), "n_seeds": s.get("n_seeds"),
-            "n_dropped": s.get("n_dropped"), "lr": p.lr, "weight_decay": p.weight_decay,
+            "n_dropped": s.get("n_dropped"), "sigma_w_excluded": s.get("sigma_w_excluded"),
+            "lr": p.lr, "weight_decay": p.weight_decay,
             "batch_size": p.batch_size, "epochs": p.epochs, "reference": p.reference,
             "kernel_norm_final_median": _median([m.get("kernel_norm_final") for m in summary["members"]]),
             "kernel_norm_init_median": _median([m.get("kernel_norm_init") for m in summary["members"]])}
@@ -186,35 +224,39 @@ def _median(xs: Sequence[Any]) -> float | None:
     return float(np.median(vals)) if vals else None
 
 
-def crossing(xs: Sequence[float], ys: Sequence[float], level: float) -> float | None:
-    """The first clock value where the spread falls below ``level``, log-linear between the bracketing
-    points (points sorted by clock); the first point's clock if it already is below; None if never."""
-    pts = sorted((x, y) for x, y in zip(xs, ys) if x is not None and y is not None and x > 0)
-    for i, (x, y) in enumerate(pts):
-        if y < level:
-            if i == 0:
-                return x
-            (x0, y0) = pts[i - 1]
-            t = (y0 - level) / (y0 - y)
-            return float(math.exp(math.log(x0) + t * (math.log(x) - math.log(x0))))
-    return None
+def verdicts(lines: Sequence[dict], key: str = "spread_selected", n_boot: int = 2000, seed: int = 0) -> dict[str, Any]:
+    """Per family: where its spread falls below half the reference and below 5 pp, on its own clock.
 
-
-def verdicts(lines: Sequence[dict], key: str = "spread_selected") -> dict[str, Any]:
-    """Per family: where its spread falls below half the reference and below 5 pp, on its own clock."""
-    ref = [ln for ln in lines if ln["reference"] and ln[key] is not None]
-    ref_spread = ref[0][key] if ref else None
-    out: dict[str, Any] = {"reference_spread_pp": ref_spread, "families": {}}
+    `below_half_reference_ci95`, `below_5pp_ci95`: 95 % percentile intervals of those crossings over
+    `n_boot` bootstrap resamples of the seeds of every point (each point's spread redrawn as the mean of
+    its per-seed spreads resampled with replacement; the reference spread redrawn in the same draw).
+    An upper bound None: in more than 2.5 % of the draws the spread does not cross within the swept
+    range. None when a point of the family (or the reference) has no per-seed spreads
+    (`spread_per_seed_selected`, so only for `key` "spread_selected"). One Generator (`seed`) draws all.
+    """
+    from jaxinit.forgetting.nulls import bootstrap_means
+    ref = [i for i, ln in enumerate(lines) if ln["reference"] and ln[key] is not None]
+    ref_spread = lines[ref[0]][key] if ref else None
+    rng = np.random.default_rng(seed)
+    draws = [bootstrap_means(ln["spread_per_seed_selected"], n_boot, rng)
+             if key == "spread_selected" and ln.get("spread_per_seed_selected") else None for ln in lines]
+    half_draws = HALF * draws[ref[0]] if ref and draws[ref[0]] is not None else None
+    out: dict[str, Any] = {"reference_spread_pp": ref_spread, "n_bootstrap": n_boot, "families": {}}
     for fam in dict.fromkeys(ln["setting"] for ln in lines):
-        mine = [ln for ln in lines if ln["setting"] == fam]
+        idx = [i for i, ln in enumerate(lines) if ln["setting"] == fam]
+        mine = [lines[i] for i in idx]
         xs, ys = [ln["clock_value"] for ln in mine], [ln[key] for ln in mine]
         known = [(x, y) for x, y in zip(xs, ys) if x is not None and y is not None]
+        keep = [i for i in idx if lines[i]["clock_value"] is not None and lines[i][key] is not None]
+        kx, kd = [lines[i]["clock_value"] for i in keep], [draws[i] for i in keep]
         out["families"][fam] = {
             "clock": mine[0]["clock"],
             "clock_range": [min(x for x, _ in known), max(x for x, _ in known)] if known else None,
             "spread_range_pp": [min(y for _, y in known), max(y for _, y in known)] if known else None,
             "below_half_reference_at": crossing(xs, ys, HALF * ref_spread) if ref_spread is not None else None,
-            "below_5pp_at": crossing(xs, ys, FLOOR_PP)}
+            "below_half_reference_ci95": crossing_interval(kx, kd, half_draws),
+            "below_5pp_at": crossing(xs, ys, FLOOR_PP),
+            "below_5pp_ci95": crossing_interval(kx, kd, np.full(n_boot, FLOOR_PP))}
     out["collapse"] = collapse(lines, key)
     return out
 

@@ -2,7 +2,8 @@
 
 Selection (`best_epoch`, `best_epoch_interpolated`), interpolation (`tau_interp`, `repair_gap`),
 divergence (`diverged_step`, `after_divergence`), kernel norms (`kernel_norm`), forgetting clocks on
-the effective step (`clocks`, `clocks_at_step`) and the member's `summary.json` entry
+the effective step (`clocks`, `clocks_at_step`) and measured from the updates (`measured_clocks`),
+matched progress (`at_train_acc`) and the member's `summary.json` entry
 (`member_summary`); `memory` builds the per-setting spreads on top. Definitions: `memory`'s docstring
 and THEORY.md §6. Pure python / numpy (no jax).
 """
@@ -21,6 +22,10 @@ INTERP_THRESHOLD = 0.995
 _ACC_SLACK = 1e-6
 
 CLOCKS = ("T_SGD", "T_L2", "T_adapt")
+# Clocks measured from the updates the optimizer actually made (rows' `update_rms_sum` / `update_ms_sum`).
+MEASURED_CLOCKS = {"T_update": "update_rms_sum", "T_update2": "update_ms_sum"}
+# Matched progress: test accuracy at the first epoch a member reaches each train accuracy.
+PROGRESS_THRESHOLDS = (0.8, 0.9, 0.95, 0.995)
 
 
 # --------------------------------------------------------------------------- small helpers
@@ -238,6 +243,50 @@ def clocks_at_step(etas: Any, step: Any, batch_size: int, l2: float, momentum: f
     return clocks(eta[:int(s)], batch_size, l2, momentum)
 
 
+def measured_clocks(row: Mapping[str, Any]) -> dict[str, float | None]:
+    """The update-size clocks of a row: the mean over kernels of the row's running sums.
+
+    The engine writes per kernel k (a `param_norm_layers` key ending in `kernel`, P_k weights)
+    `update_rms_sum[k] = sum_{steps so far} |dW_k|_F / sqrt(P_k)` and `update_ms_sum[k] = sum |dW_k|_F^2 / P_k`.
+    `T_update` is the mean over kernels of the first: the distance the weights were actually moved,
+    per coordinate, whatever the optimizer (SGD: eta times the gradient's RMS per step; Adam: about eta;
+    Muon's orthogonalised update: about eta / sqrt(max(fan_in, fan_out)) before any shape scaling), so
+    one clock can hold for Adam and Muon where T_adapt = sum eta cannot. `T_update2`: the same of the
+    second, the random-walk twin (a sum of squares, like T_SGD). None when the row lacks the field (runs before it existed) or a value is not finite.
+    """
+    out: dict[str, float | None] = {}
+    for name, field in MEASURED_CLOCKS.items():
+        sums = row.get(field)
+        vals = ([as_float(v) for k, v in sums.items() if str(k).rsplit("/", 1)[-1] == "kernel"]
+                if isinstance(sums, Mapping) else [])
+        out[name] = float(np.mean(vals)) if vals and not any(math.isnan(v) for v in vals) else None
+    return out
+
+
+def progress_key(threshold: float) -> str:
+    """The JSON key of a matched-progress threshold: 0.8 -> "0.8", 0.995 -> "0.995"."""
+    return f"{threshold:g}"
+
+
+def at_train_acc(rows: Sequence[Mapping[str, Any]],
+                 thresholds: Sequence[float] = PROGRESS_THRESHOLDS) -> tuple[dict[str, Any], dict[str, Any]]:
+    """Matched progress: ({threshold: test accuracy}, {threshold: epoch}) at the first evaluated epoch whose
+    train accuracy reaches the threshold (float32 slack as `tau_interp`), None where it never does.
+
+    Rows after divergence (`after_divergence`, the frozen state) are not candidates. Comparing
+    members at equal train accuracy separates "slower to train" from "trained into another predictor".
+    """
+    ordered = by_epoch(rows)
+    div_step = diverged_step(ordered)
+    live = [r for r in ordered if not after_divergence(r, div_step)]
+    accs, epochs = {}, {}
+    for t in thresholds:
+        first = next((r for r in live if _interpolates(r, t)), None)
+        accs[progress_key(t)] = None if first is None else finite_or_none(first.get("test_acc"))
+        epochs[progress_key(t)] = None if first is None else int(first["epoch"])
+    return accs, epochs
+
+
 def member_summary(rows: Sequence[Mapping[str, Any]], member_info: Mapping[str, Any],
                    etas: Any, batch_size: int, l2: float, momentum: float = 0.0) -> dict[str, Any]:
     """The `summary.json` entry of one member (DESIGN.md keys plus a few extras).
@@ -251,9 +300,12 @@ def member_summary(rows: Sequence[Mapping[str, Any]], member_info: Mapping[str, 
     `clocks_at_best` (best_val); `best_epoch_interpolated`, `test_acc_at_best_interpolated`,
     `clocks_at_best_interpolated` (best_val_interpolated); `final_epoch`, `test_acc_final`, `clocks`
     (final, and the clocks of the whole run). Clocks at a selected epoch accumulate the first `step`
-    step sizes, `step` being that row's. Norms at init (the epoch-0 row, or the earliest), best and
-    final: `param_norm_*` (all parameters) and `kernel_norm_*` (conv and dense kernels,
-    `kernel_norm`). `diverged_step` (None if it never diverged or the rows do not say) and
+    step sizes, `step` being that row's; every clocks dict also holds the measured `T_update`,
+    `T_update2` of that row (`measured_clocks`; None for rows without update sums). Norms at init
+    (the epoch-0 row, or the earliest), best and final: `param_norm_*` (all parameters) and `kernel_norm_*` (conv and dense kernels,
+    `kernel_norm`), and `kernel_norm_best_interpolated` at the interpolated selection. Matched progress
+    (`at_train_acc`): `test_acc_at_train_acc` and `epoch_at_train_acc`, {"0.8": .., "0.9": ..,
+    "0.95": .., "0.995": ..}. `diverged_step` (None if it never diverged or the rows do not say) and
     `diverged_before_best`: the best_val row shows the frozen state of a diverged member
     (`after_divergence`); such a member is left out of the spreads.
     """
@@ -267,6 +319,7 @@ def member_summary(rows: Sequence[Mapping[str, Any]], member_info: Mapping[str, 
     div_step = diverged_step(ordered)
     diverged = bool(member_info.get("diverged", False)) or any(bool(r.get("diverged")) for r in ordered)
     clk = clocks(etas, batch_size, l2, momentum) if etas is not None else dict.fromkeys(CLOCKS)
+    acc_at, epoch_at = at_train_acc(ordered)
     out = {
         "optimizer": member_info["optimizer"],
         "sigma_w": float(member_info["sigma_w"]),
@@ -284,12 +337,17 @@ def member_summary(rows: Sequence[Mapping[str, Any]], member_info: Mapping[str, 
         "param_norm_final": finite_or_none(last.get("param_norm")),
         "kernel_norm_init": kernel_norm(first),
         "kernel_norm_best": kernel_norm(at_best),
+        "kernel_norm_best_interpolated": kernel_norm(at_best_i),
         "kernel_norm_final": kernel_norm(last),
         "final_epoch": int(last["epoch"]) if ordered else None,
         "test_acc_final": finite_or_none(last.get("test_acc")),
-        "clocks": clk,
-        "clocks_at_best": clocks_at_step(etas, at_best.get("step"), batch_size, l2, momentum),
-        "clocks_at_best_interpolated": clocks_at_step(etas, at_best_i.get("step"), batch_size, l2, momentum),
+        "test_acc_at_train_acc": acc_at,
+        "epoch_at_train_acc": epoch_at,
+        "clocks": {**clk, **measured_clocks(last)},
+        "clocks_at_best": {**clocks_at_step(etas, at_best.get("step"), batch_size, l2, momentum),
+                           **measured_clocks(at_best)},
+        "clocks_at_best_interpolated": {**clocks_at_step(etas, at_best_i.get("step"), batch_size, l2, momentum),
+                                        **measured_clocks(at_best_i)},
         "diverged": diverged,
         "diverged_step": div_step,
         "diverged_before_best": bool(at_best) and after_divergence(at_best, div_step),

@@ -19,8 +19,14 @@ Definitions follow THEORY.md §6 (after Das et al. 2026, arXiv 2605.29152, "forg
   heavy-ball momentum `mu`: `T_SGD = (1/b) sum_k eta_eff_k^2`, `T_L2 = lambda sum_k eta_eff_k`,
   `T_adapt = sum_k eta_eff_k` with `eta_eff = eta / (1 - mu)` (see `clocks`).
 
+- A spread is >= 0 even without memory, so it comes with a noise floor and a randomization p-value,
+  beside the signed **memory slope** (pp of test accuracy per e-fold of sigma_w, null 0), the
+  **norm coupling** (log-log slope of the kernel norms against their init) and the spread at
+  **matched progress** (equal train accuracy); see `spread` and `nulls`.
+
 Layout: per-member metrics from a member's rows in `history` (re-exported here), seed statistics
-in `stats`, per-setting spreads, `summarize` and the README table here.
+in `stats`, nulls and resampling in `nulls`, per-setting spreads and `summarize` here, the README
+table in `tables` (`markdown_table`, re-exported here).
 
 Pure python / numpy on the rows of `metrics.jsonl` (no jax), so that figures and summaries can be
 recomputed from saved results. Everything returned by `summarize` is plain JSON: python floats,
@@ -39,18 +45,21 @@ from typing import Any, Mapping, Sequence
 import numpy as np
 
 from jaxinit.config import ConfigError
-from jaxinit.forgetting import stats
-from jaxinit.forgetting.history import (CLOCKS, INTERP_THRESHOLD, after_divergence, as_float, best_epoch,
+from jaxinit.forgetting import nulls, stats
+from jaxinit.forgetting.tables import markdown_table
+from jaxinit.forgetting.history import (CLOCKS, INTERP_THRESHOLD, MEASURED_CLOCKS, PROGRESS_THRESHOLDS,
+                                        after_divergence, as_float, at_train_acc, best_epoch,
                                         best_epoch_interpolated, by_epoch, clocks, clocks_at_step,
-                                        diverged_step, kernel_norm, member_summary,
-                                        read_metrics, repair_gap, row_at, rows_by_member, tau_interp,
-                                        to_jsonable)
+                                        diverged_step, kernel_norm, measured_clocks, member_summary,
+                                        progress_key, read_metrics, repair_gap, row_at, rows_by_member,
+                                        tau_interp, to_jsonable)
 
-__all__ = ["CLOCKS", "INTERP_THRESHOLD", "SELECTION_RULES", "acc_curve", "after_divergence", "best_epoch",
-           "best_epoch_interpolated", "by_epoch", "check_selection", "clocks", "clocks_at_step",
-           "diverged_step", "drop_reason", "kernel_norm", "markdown_table", "member_summary",
+__all__ = ["CLOCKS", "INTERP_THRESHOLD", "MEASURED_CLOCKS", "PROGRESS_THRESHOLDS", "SELECTION_RULES", "acc_curve",
+           "after_divergence", "at_train_acc", "best_epoch", "best_epoch_interpolated", "by_epoch",
+           "check_selection", "clocks", "clocks_at_step", "diverged_step", "drop_reason", "kernel_norm",
+           "markdown_table", "measured_clocks", "member_summary", "norm_coupling", "progress_key",
            "read_metrics", "repair_gap", "row_at", "rows_by_member", "selection_keys", "setting_labels",
-           "spread", "summarize", "tau_interp", "to_jsonable"]
+           "spread", "spread_at_train_acc", "summarize", "tau_interp", "to_jsonable"]
 
 # Selection rule -> the key of `summary["spread"][label]` that holds its spread.
 SELECTION_RULES = {"best_val": "spread_pp", "best_val_interpolated": "spread_pp_interpolated",
@@ -65,6 +74,20 @@ _RULE_KEYS = {
     "final": {"acc": "test_acc_final", "epoch": "final_epoch", "clocks": "clocks",
               "std": "spread_pp_final_std", "ci": "spread_final_ci95", "per_seed": "spread_pp_final_per_seed"},
 }
+# The signed slope and the nulls of each rule: DESIGN.md's names for best_val, the rule's suffix otherwise.
+for _rule, _sfx in (("best_val", ""), ("best_val_interpolated", "_interpolated"), ("final", "_final")):
+    _RULE_KEYS[_rule].update({"slope": f"memory_slope{_sfx}", "slope_std": f"memory_slope{_sfx}_std",
+                              "slope_ci": f"memory_slope{_sfx}_ci95", "slope_per_seed": f"memory_slope{_sfx}_per_seed",
+                              "null": f"spread_null_pp{_sfx}", "spread_p": f"spread_p{_sfx}",
+                              "slope_p": f"slope_p{_sfx}"})
+# memory_statistics' generic (best_val) key -> the _RULE_KEYS entry naming it for each rule
+_STAT_KEYS = {"spread_pp": "spread", "spread_pp_std": "std", "spread_ci95": "ci", "spread_pp_per_seed": "per_seed",
+              "memory_slope": "slope", "memory_slope_std": "slope_std", "memory_slope_ci95": "slope_ci",
+              "memory_slope_per_seed": "slope_per_seed", "spread_null_pp": "null", "spread_p": "spread_p",
+              "slope_p": "slope_p"}
+# Selected epoch -> the member's kernel norm there, for the norm coupling.
+_NORM_KEYS = {"best": "kernel_norm_best", "best_interpolated": "kernel_norm_best_interpolated",
+              "final": "kernel_norm_final"}
 
 
 def check_selection(name: str) -> str:
@@ -75,7 +98,8 @@ def check_selection(name: str) -> str:
 
 
 def selection_keys(name: str) -> dict[str, str]:
-    """Every key a rule reads: `spread`, `std`, `ci`, `per_seed` (setting level), `acc`, `epoch`, `clocks` (member)."""
+    """Every key a rule reads: `spread`, `std`, `ci`, `per_seed`, `slope`, `slope_std`, `slope_ci`,
+    `slope_per_seed`, `null`, `spread_p`, `slope_p` (setting level), `acc`, `epoch`, `clocks` (member)."""
     return {"spread": check_selection(name), **_RULE_KEYS[name]}
 
 
@@ -158,7 +182,7 @@ def _seed_values(members: Sequence[Mapping[str, Any]], key: str) -> dict[int, di
 
 def _median_clocks(members: Sequence[Mapping[str, Any]], key: str) -> dict[str, float | None]:
     out = {}
-    for c in CLOCKS:
+    for c in (*CLOCKS, *MEASURED_CLOCKS):
         xs = [as_float((m.get(key) or {}).get(c)) for m in members]
         xs = [x for x in xs if not math.isnan(x)]
         out[c] = float(np.median(xs)) if xs else None
@@ -173,6 +197,50 @@ def _radial(members: Sequence[Mapping[str, Any]], label: str, key: str) -> float
                          [other["mean"][other["sigma_w"].index(s)] for s in common])
 
 
+def norm_coupling(on_grid: Sequence[Mapping[str, Any]]) -> dict[str, Any]:
+    """Log-log slope of the kernel norm at each selected epoch against the initial kernel norm.
+
+    Per seed, over the common sigma_w grid, the least-squares slope of ln |W_sel| against ln |W_0|
+    (`stats.loglog_slopes`); `<which>` is its mean over seeds, `<which>_std`, `<which>_ci95` (95 % t
+    interval) and `<which>_per_seed`, for `which` in best (best_val epoch), best_interpolated, final.
+    1: |W_sel| proportional to |W_0| (the radius fully remembers sigma_w); 0: one common norm whatever the
+    init. Pearson r cannot tell these apart (|W_0| is proportional to sigma_w, so r only measures how
+    linear |W_sel| is in it: 40 + 0.5 |W_0| gives r = 1 and a slope near 0); this slope can. None where a
+    member on the grid lacks a positive finite norm.
+    """
+    out: dict[str, Any] = {}
+    for which, key in _NORM_KEYS.items():
+        pairs: dict[int, list] = {}
+        for m in on_grid:
+            pairs.setdefault(int(m["seed"]), []).append((as_float(m.get("kernel_norm_init")), as_float(m.get(key))))
+        slopes = stats.loglog_slopes(pairs) if pairs else None
+        mean, std, ci = stats.seed_statistics(slopes)
+        out.update({which: mean, f"{which}_std": std, f"{which}_ci95": ci, f"{which}_per_seed": slopes or []})
+    return out
+
+
+def spread_at_train_acc(on_grid: Sequence[Mapping[str, Any]], grid: Sequence[float]) -> dict[str, Any]:
+    """Memory at matched progress: per threshold (`PROGRESS_THRESHOLDS`, keys "0.8" ...), the
+    `nulls.memory_statistics` of the test accuracy at the first epoch each member reaches that train
+    accuracy (`history.at_train_acc`), plus `n_reached` (members on the grid that got there) and
+    `epoch_median` (their median epoch). The statistics are None where a member never gets there.
+    """
+    out = {}
+    for t in PROGRESS_THRESHOLDS:
+        key = progress_key(t)
+        values: dict[int, dict[float, float]] = {}
+        epochs = []
+        for m in on_grid:
+            acc = as_float((m.get("test_acc_at_train_acc") or {}).get(key))
+            values.setdefault(int(m["seed"]), {})[_sigma_key(m["sigma_w"])] = acc
+            if not math.isnan(acc):
+                epochs.append(as_float((m.get("epoch_at_train_acc") or {}).get(key)))
+        res = nulls.memory_statistics(values, grid)
+        known = [e for e in epochs if not math.isnan(e)]
+        out[key] = {**res, "n_reached": len(epochs), "epoch_median": float(np.median(known)) if known else None}
+    return out
+
+
 def spread(members: Sequence[Mapping[str, Any]], label: str) -> dict[str, Any]:
     """Initialization memory of one setting (`optimizer == label`), THEORY.md §6.
 
@@ -180,8 +248,9 @@ def spread(members: Sequence[Mapping[str, Any]], label: str) -> dict[str, Any]:
     `n_dropped` counts them) when `drop_reason` gives a reason; the others are *usable*. A seed
     counts if it has a usable member. Every seed's spread is taken over the same sigma_w grid,
     `sigma_w_used`: the values usable in every counted seed; the other values of the setting are
-    listed in `sigma_w_excluded` (their members are outside the common grid, not dropped). With
-    fewer than 2 common values all spreads are None (and `sigma_w_used` is empty).
+    listed in `sigma_w_excluded` (their members are outside the common grid, not dropped: one member
+    dropped in one seed removes its sigma_w from every seed). With fewer than 2 common values all
+    spreads and slopes are None (and `sigma_w_used` is empty).
 
     - `spread_pp` (selection `best_val`, the paper's rule): per seed 100 * (max - min over
       `sigma_w_used` of `test_acc_at_best`), listed in `spread_pp_per_seed` (seed order, seeds in
@@ -193,19 +262,35 @@ def spread(members: Sequence[Mapping[str, Any]], label: str) -> dict[str, Any]:
     - For each: `_std` (ddof=1) and a 95 % Student-t interval over the per-seed spreads,
       mean -+ t_{0.975, n-1} s / sqrt(n) (`spread_ci95`, `spread_interpolated_ci95`,
       `spread_final_ci95`: [lo, hi]; None below 2 seeds). It treats seeds as iid draws and includes
-      neither the choice of the sigma_w grid nor machine-to-machine (float-order) variation.
+      neither the choice of the sigma_w grid nor machine-to-machine (float-order) variation. A spread
+      is >= 0 even with no sigma_w dependence; compare it with its noise floor, not with 0.
+    - For each rule (suffix "", `_interpolated`, `_final`; `selection_keys`), from
+      `nulls.memory_statistics`: `memory_slope` (mean over seeds of the least-squares slope of test
+      accuracy in pp against ln sigma_w: pp per e-fold, signed, 0 without memory), `memory_slope_std`,
+      `memory_slope_ci95`, `memory_slope_per_seed`; `spread_null_pp` (the noise floor: the spread
+      expected with no sigma_w dependence, from the seed-to-seed variation at fixed sigma_w; needs 2
+      seeds), `spread_p` (one-sided randomization p of the spread above that floor) and `slope_p`
+      (two-sided, of |memory_slope|), sigma_w relabelled within each seed; `null_draws` and
+      `null_exact` (all arrangements or random ones) of the best_val rule. See `nulls`.
+    - `norm_coupling` (`norm_coupling`): {best, best_interpolated, final: log-log slope of the kernel
+      norm at that epoch against the initial kernel norm, mean over seeds, with `_ci95` etc.}.
+    - `spread_at_train_acc` (`spread_at_train_acc`): {"0.8", "0.9", "0.95", "0.995": the spread,
+      slope and nulls of the test accuracy at the first epoch each member reaches that train accuracy}.
     - `train_acc_at_best_min`: the lowest train accuracy at the best_val epoch over usable members.
     - `min_test_acc`, `max_test_acc`: min and max over sigma_w of the *seed-averaged* test accuracy
       at best-val, usable members (so with several seeds `100*(max-min)` may be below `spread_pp`).
     - `all_interpolated`: every member of the setting, dropped ones included, has a `tau_interp`
       (a diverged member counts only if it got there before diverging). False for no members.
-    - `radial_memory`: Pearson r across sigma_w of the seed-averaged final vs initial *kernel* norms
-      of usable members (r near 1: the weights' radius still remembers the init scale);
-      `radial_memory_best` uses the kernel norm at the best epoch. None below 3 sigma_w values or
-      without variance.
+    - `repair_gap_median_pp`: median over usable members of 100 * `repair_gap` (None if none has one).
+    - `radial_memory` (secondary; use `norm_coupling`): Pearson r across sigma_w of the seed-averaged
+      final vs initial *kernel* norms of usable members; `radial_memory_best` at the best epoch. Since
+      the initial norm is proportional to sigma_w, r near 1 says the later norms are nearly linear in
+      sigma_w, not that they are coupled to it (an offset line with a small slope also gives r ~ 1).
+      None below 3 sigma_w values or without variance.
     - `n_members`; `n_diverged`: members flagged diverged (usable or not).
     - `clocks`, `clocks_at_best`, `clocks_at_best_interpolated`: medians over usable members of each
-      clock at the end of the run and at the selected epoch (None if no member has it).
+      clock (`CLOCKS` and the measured `MEASURED_CLOCKS`) at the end of the run and at the selected
+      epoch (None if no member has it).
     """
     mine = [m for m in members if m.get("optimizer") == label]
     reasons = [drop_reason(m) for m in mine]
@@ -223,11 +308,13 @@ def spread(members: Sequence[Mapping[str, Any]], label: str) -> dict[str, Any]:
     for rule in SELECTION_RULES:
         k = selection_keys(rule)
         complete = all(not math.isnan(as_float(m.get(k["acc"]))) for m in usable)
-        per_seed = stats.per_seed_spreads(_seed_values(on_grid, k["acc"]), grid) if complete else None
-        mean, std, ci = stats.seed_statistics(per_seed)
-        out.update({k["spread"]: mean, k["std"]: std, k["ci"]: ci, k["per_seed"]: per_seed or []})
+        res = nulls.memory_statistics(_seed_values(on_grid, k["acc"]) if complete else {}, grid)
+        out.update({k[role]: res[generic] for generic, role in _STAT_KEYS.items()})
+        if rule == "best_val":
+            out.update(null_draws=res["null_draws"], null_exact=res["null_exact"])
     curve = acc_curve(usable, label)
     train_at_best = [v for v in (as_float(m.get("train_acc_at_best")) for m in usable) if not math.isnan(v)]
+    gaps = [100.0 * g for g in (as_float(m.get("repair_gap")) for m in usable) if not math.isnan(g)]
     out.update({
         "n_seeds": len(out["spread_pp_per_seed"]),
         "seeds": sorted(by_seed) if grid else [],
@@ -237,6 +324,9 @@ def spread(members: Sequence[Mapping[str, Any]], label: str) -> dict[str, Any]:
         "min_test_acc": min(curve["mean"]) if curve["mean"] else None,
         "max_test_acc": max(curve["mean"]) if curve["mean"] else None,
         "all_interpolated": bool(mine) and all(m.get("tau_interp") is not None for m in mine),
+        "repair_gap_median_pp": float(np.median(gaps)) if gaps else None,
+        "norm_coupling": norm_coupling(on_grid),
+        "spread_at_train_acc": spread_at_train_acc(on_grid, grid),
         "radial_memory": _radial(usable, label, "kernel_norm_final"),
         "radial_memory_best": _radial(usable, label, "kernel_norm_best"),
         "n_members": len(mine),
@@ -286,45 +376,3 @@ def summarize(rows: Sequence[Mapping[str, Any]], members_info: Sequence[Mapping[
     members.sort(key=lambda m: m["member"])
     return to_jsonable({"members": members,
                         "spread": {lab: spread(members, lab) for lab in setting_labels(members)}})
-
-
-# --------------------------------------------------------------------------- tables
-def _fmt(x: Any, spec: str) -> str:
-    return "-" if x is None else format(x, spec)
-
-
-def _with_ci(mean: Any, ci: Any) -> str:
-    text = _fmt(mean, ".1f")
-    return text if mean is None or not ci else f"{text} [{ci[0]:.1f}, {ci[1]:.1f}]"
-
-
-def markdown_table(summary: Mapping[str, Any]) -> str:
-    """README table of a summary, one row per setting, then notes on excluded sigma_w and dropped members.
-
-    Columns: setting (diverged count when non-zero) | n seeds | spread pp, best val (mean [95 % t
-    interval over seeds]) | spread pp, best val among interpolating epochs | spread pp, final epoch |
-    train acc at best, min over members (%) | all interpolated | dropped members | median clocks
-    T_SGD, T_L2, T_adapt at the best-val epoch.
-    """
-    lines = ["| setting | n seeds | spread pp, best val [95 % CI] | best val interpolated pp | final pp "
-             "| min train acc at best (%) | all interpolated | dropped | T_SGD at best | T_L2 at best "
-             "| T_adapt at best |",
-             "|---|---|---|---|---|---|---|---|---|---|---|"]
-    notes = []
-    for label, s in summary["spread"].items():
-        name = label + (f" ({s['n_diverged']} diverged)" if s.get("n_diverged") else "")
-        acc = s.get("train_acc_at_best_min")
-        clk = s.get("clocks_at_best") or {}
-        lines.append(f"| {name} | {s.get('n_seeds', 0)} | {_with_ci(s.get('spread_pp'), s.get('spread_ci95'))} | "
-                     f"{_fmt(s.get('spread_pp_interpolated'), '.1f')} | {_fmt(s.get('spread_pp_final'), '.1f')} | "
-                     f"{_fmt(None if acc is None else 100 * acc, '.1f')} | "
-                     f"{'yes' if s.get('all_interpolated') else 'no'} | {s.get('n_dropped', 0)} | "
-                     + " | ".join(_fmt(clk.get(c), '.3g') for c in CLOCKS) + " |")
-        if s.get("sigma_w_excluded"):
-            used = ", ".join(f"{v:g}" for v in s.get("sigma_w_used", [])) or "none"
-            notes.append(f"- {label}: spreads over sigma_w {used} (usable in every seed); "
-                         f"excluded: {', '.join(f'{v:g}' for v in s['sigma_w_excluded'])}")
-        for d in s.get("dropped", []):
-            notes.append(f"- {label}: member {d['member']} (sigma_w {d['sigma_w']:g}, seed {d['seed']}) "
-                         f"dropped: {d['reason']}")
-    return "\n".join(lines + ([""] + notes if notes else [])) + "\n"

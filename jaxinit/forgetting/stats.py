@@ -1,4 +1,5 @@
-"""Seed statistics of the initialization-memory spread: common sigma_w grid, per-seed spreads, t interval.
+"""Seed statistics of the initialization-memory spread: common sigma_w grid, per-seed spreads and
+memory slopes, log-log norm slopes, t interval.
 
 Pure numbers (numpy, scipy.stats for the t quantile); no knowledge of rows or summaries, which
 `memory.spread` turns into the mappings used here.
@@ -76,3 +77,57 @@ def pearson(x: Sequence[float], y: Sequence[float]) -> float | None:
     if a.size < 3 or np.std(a) == 0 or np.std(b) == 0:
         return None
     return float(np.corrcoef(a, b)[0, 1])
+
+
+# --------------------------------------------------------------------------- slopes (signed memory)
+def ls_slope(x: Sequence[float], y: Sequence[float]) -> float | None:
+    """Least-squares slope b of y = a + b x: sum (x - x_bar)(y - y_bar) / sum (x - x_bar)^2.
+
+    None below 2 points or when x has no spread; non-finite pairs are not allowed (the caller decides
+    what a missing value means), so a NaN anywhere gives None.
+    """
+    a, b = np.asarray(x, np.float64), np.asarray(y, np.float64)
+    if a.size < 2 or not (np.all(np.isfinite(a)) and np.all(np.isfinite(b))):
+        return None
+    xc = a - a.mean()
+    sxx = float(xc @ xc)
+    return float(xc @ (b - b.mean())) / sxx if sxx > 0 else None
+
+
+def per_seed_slopes(values: Mapping[Hashable, Mapping[float, float]], grid: Sequence[float]) -> list[float] | None:
+    """Per seed (sorted seed order) the memory slope: 100 * d(accuracy) / d(ln sigma_w), pp per e-fold.
+
+    The least-squares slope of the seed's accuracies (fractions) on `grid` against ln sigma_w. It is
+    signed (negative: larger init scales generalize worse) and, unlike max - min, has expectation 0
+    when accuracy does not depend on sigma_w. None under the conditions of `per_seed_spreads`.
+    """
+    if len(grid) < 2:
+        return None
+    x = np.log(np.asarray(grid, np.float64))
+    out = []
+    for seed in sorted(values):
+        b = ls_slope(x, [values[seed].get(s, math.nan) for s in grid])
+        if b is None:
+            return None
+        out.append(100.0 * b)
+    return out
+
+
+def loglog_slopes(pairs: Mapping[Hashable, Sequence[tuple[float, float]]]) -> list[float] | None:
+    """Per seed (sorted order) the least-squares slope of ln(norm) against ln(initial norm).
+
+    `pairs`: {seed: [(initial kernel norm, kernel norm later), ...]} over the common sigma_w grid.
+    The slope is the norm coupling: 1 when the later norm is proportional to the initial one (the
+    radius remembers the init scale fully), 0 when every member ends at one common norm. None if a
+    seed has fewer than 2 pairs or a norm that is not positive and finite.
+    """
+    out = []
+    for seed in sorted(pairs):
+        p = np.asarray(pairs[seed], np.float64).reshape(-1, 2)
+        if p.shape[0] < 2 or not np.all(np.isfinite(p)) or not np.all(p > 0):
+            return None
+        b = ls_slope(np.log(p[:, 0]), np.log(p[:, 1]))
+        if b is None:
+            return None
+        out.append(b)
+    return out or None
