@@ -78,12 +78,25 @@ def test_a_directory_with_user_files_is_never_touched(tmp_path, capsys):
 
 
 def test_partial_run_needs_overwrite(tmp_path, capsys):
+    # A run that recorded its files in a manifest but lost config.json: its own files, provably.
     out = tmp_path / "o"
-    out.mkdir()
-    (out / "metrics.jsonl").write_text("{}\n")
+    rundir.Manifest(out).write_text(out / "metrics.jsonl", "{}\n", digest=False)
+    assert rundir.inspect(out) == "partial"
     assert _run(["--out", str(out)]) == 2
     assert "without config.json" in _one_error(capsys)
     assert _run(["--out", str(out), "--overwrite"]) == 0 and not (out / "metrics.jsonl").exists()
+
+
+def test_run_files_without_config_or_manifest_are_a_users_and_never_deleted(tmp_path, capsys):
+    # Issue 20 item 2: a folder holding only figures/fig1.pdf and table.md lost both to --overwrite.
+    out = tmp_path / "o"
+    (out / "figures").mkdir(parents=True)
+    (out / "figures" / "fig1.pdf").write_bytes(b"%PDF")
+    (out / "table.md").write_text("| a |")
+    assert rundir.inspect(out) == "foreign"
+    assert _run(["--out", str(out), "--overwrite"]) == 2
+    assert "not a run's" in _one_error(capsys)
+    assert (out / "figures" / "fig1.pdf").read_bytes() == b"%PDF" and (out / "table.md").read_text() == "| a |"
 
 
 def test_a_directory_in_use_is_refused_with_the_holders_name(tmp_path, capsys):
@@ -99,7 +112,7 @@ def test_inspect_states(tmp_path):
     (tmp_path / "e").mkdir()
     assert rundir.inspect(tmp_path / "e") == "new"
     (tmp_path / "e" / "summary.json").write_text("{}")
-    assert rundir.inspect(tmp_path / "e") == "partial"
+    assert rundir.inspect(tmp_path / "e") == "foreign"       # no config.json, no manifest: not provably a run
     (tmp_path / "e" / "config.json").write_text("{}")
     assert rundir.inspect(tmp_path / "e") == "run"
     (tmp_path / "e" / "notes.txt").write_text("mine")
@@ -154,8 +167,10 @@ def test_npz_round_trip_and_empty_file_is_one_line(tmp_path):
     files.save_npz(tmp_path / "r.npz", a=np.arange(3))
     np.testing.assert_array_equal(files.load_npz(tmp_path / "r.npz")["a"], np.arange(3))
     (tmp_path / "z.npz").write_bytes(b"")
-    with pytest.raises(ConfigError, match="not a readable results file"):
+    with pytest.raises(ConfigError, match="not a readable results file") as err:
         files.load_npz(tmp_path / "z.npz")
+    # Issue 20 item 15: "rerun without --resume" cannot work (a same-config rerun resumes into the file).
+    assert "without --resume" not in str(err.value) and "delete it" in str(err.value) and "--overwrite" in str(err.value)
 
 
 def test_nan_never_reaches_json(tmp_path):

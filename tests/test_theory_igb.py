@@ -37,6 +37,17 @@ def test_estimate_bias_corrected_gamma_is_exact_in_c_and_naive_is_inflated():
         igb.estimate(np.ones(5))
 
 
+def test_gamma_corr_is_uncentred_and_a_common_offset_does_not_cancel():
+    """gamma_corr ~ (sigma_mu2 + m^2) / sigma_y2: an offset m = 2 at gamma = 1 gives 5, the naive gamma ~ 1."""
+    h = _network_with_imbalance(1.0, n_nodes=40_000, n_inputs=20, seed=1)
+    base = {k: float(v) for k, v in igb.estimate(h).items()}
+    shifted = {k: float(v) for k, v in igb.estimate(h + 2.0).items()}
+    assert base["gamma_corr"] == pytest.approx(1.0, rel=0.05)
+    assert shifted["gamma_corr"] == pytest.approx(5.0, rel=0.05)
+    assert shifted["gamma"] == pytest.approx(base["gamma"], rel=1e-9)      # centred: offset-free
+    assert shifted["gamma"] == pytest.approx(1.0 + 2.0 / 19, rel=0.05)     # inflated by (1 + gamma)/(n - 1)
+
+
 def test_binary_fmax_mean_and_uniform_g0_density_at_gamma_one():
     assert float(igb.fmax_mean(1.0, 2)) == pytest.approx(0.75, abs=1e-15)
     np.testing.assert_allclose(igb.fmax_mean(np.array([0.0, 1e12]), 2), [0.5, 1.0], atol=1e-6)
@@ -131,7 +142,20 @@ def test_ten_class_fmax_large_gamma_law_and_deep_prejudice():
     # relative correction ~ -0.215 / sqrt(gamma)
     assert gap[0] * 1e5 == pytest.approx(c_10, rel=3e-6) and gap[1] * 1e6 == pytest.approx(c_10, rel=3e-7)
     assert gap[2] == 0.0 and binary_gap[2] == 0.0
-    assert float(igb.fmax_mean(np.inf, 3)) == 1.0 and float(igb.fmax_mean(0.0, 10)) == pytest.approx(0.1, abs=1e-9)
+    assert float(igb.fmax_mean(np.inf, 3)) == 1.0
+    assert float(igb.fmax_mean(0.0, 3)) == 1 / 3 and float(igb.fmax_mean(0.0, 2)) == 0.5
+
+
+def test_ten_class_fmax_is_one_tenth_at_gamma_zero_and_grows_like_sqrt_gamma():
+    """gamma = 0: 1/n exactly (the gap quadrature alone gives 0.1 + 2.2e-9). Small gamma: d f_c / d sqrt(gamma)
+    = n (Z_c - mean Z) E[phi(xi) Phi(xi)^(n-2)], so E f_max - 1/n ~ n E[max Z] E[phi Phi^(n-2)] sqrt(gamma)."""
+    n = 10
+    phi = lambda x: math.exp(-0.5 * x * x) / math.sqrt(2 * math.pi)
+    e_max = integrate.quad(lambda x: n * x * phi(x) * special.ndtr(x) ** (n - 1), -np.inf, np.inf, epsabs=1e-14)[0]
+    a = integrate.quad(lambda x: phi(x) ** 2 * special.ndtr(x) ** (n - 2), -np.inf, np.inf, epsabs=1e-14)[0]
+    means = np.asarray(igb.fmax_mean(np.array([0.0, 1e-10, 1e-8]), n))
+    assert means[0] == 0.1
+    np.testing.assert_allclose((means[1:] - 0.1) / np.sqrt([1e-10, 1e-8]), n * e_max * a, rtol=2e-4)   # 0.26308
 
 
 @pytest.mark.parametrize("gamma", [0.3, 1e6, 1e8])

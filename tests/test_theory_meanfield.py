@@ -42,7 +42,11 @@ def test_eoc_oracles():
     tanh = np.asarray(mf.eoc(sb, "tanh"))
     np.testing.assert_allclose(tanh[1:], [1.760955, 1.986073], atol=5e-7)           # THEORY.md section 4
     np.testing.assert_allclose(mf.fixed_point(tanh[1:], sb[1:], "tanh")[0], [0.570048, 0.805799], atol=5e-7)
-    assert tanh[0] == pytest.approx(1.0, abs=1e-8)   # = 1/tanh'(0)^2 of the erf expansion (|e'| < 2.1e-9)
+    assert tanh[0] == 1.0                            # q* = 0: 1/tanh'(0)^2 exactly, not the expansion's 1 + 4.1e-9
+    assert float(mf.neutrality_line(0.0, "tanh")) == 1.0
+    assert float(mf.eoc(0.0, "tanh+avgpool")) == 2.0 and float(mf.eoc(0.0, "tanh+maxpool")) == 1.0
+    # chi_1 there comes from the expansion: 1 - 4.1e-9, its |e'(0)| = 2.0e-9 squared into tanh'(0)^2
+    assert float(mf.chi1(1.0, 0.0, "tanh")) == pytest.approx(1.0 - 4.1e-9, abs=1e-10)
     assert float(mf.eoc(0.0, "erf")) == pytest.approx(PI / 4, abs=1e-12)
     np.testing.assert_allclose(mf.eoc(sb, "relu"), 2.0, rtol=1e-14)
     np.testing.assert_allclose(mf.eoc(sb, "relu", "gradient"), 2.0, rtol=1e-14)

@@ -5,10 +5,11 @@ import pytest
 from theory import igb, meanfield as mf, phase
 
 
-def test_legend_has_the_five_phases_of_the_trainability_paper():
-    assert sorted(phase.PHASE_LEGEND) == [0, 1, 2, 3, 4]
+def test_legend_has_the_five_phases_of_the_trainability_paper_and_the_pooled_band():
+    assert sorted(phase.PHASE_LEGEND) == [0, 1, 2, 3, 4, 5]
     assert phase.PHASE_LEGEND[phase.NEUTRALITY] == "neutrality"
     assert phase.PHASE_LEGEND[phase.ORDERED_DEEP].startswith("ordered deep prejudice")
+    assert "vanishing" in phase.PHASE_LEGEND[phase.VANISHING_GRADIENT_DEEP]
 
 
 def test_classify_rules():
@@ -18,6 +19,14 @@ def test_classify_rules():
     assert codes.tolist() == [phase.ORDERED_DEEP, phase.TRANSIENT_DEEP, phase.CHAOTIC_DEEP, phase.PREJUDICE,
                               phase.NEUTRALITY, phase.TRANSIENT_DEEP]
     assert np.asarray(phase.classify(1.005, 1.0, eoc_tol=0.001)) == phase.CHAOTIC_DEEP
+    # both criteria given: chi1~ > 1 > chi1 is the pooled band, under either criterion, outside the EOC band
+    tilde, grad = np.array([1.1, 1.1, 1.5, 0.9, 1.005]), np.array([0.9, 0.9, 1.2, 0.7, 0.995])
+    assert np.asarray(phase.classify(tilde, 1.0, 0.01, tilde, grad)).tolist() == [
+        phase.VANISHING_GRADIENT_DEEP, phase.VANISHING_GRADIENT_DEEP, phase.CHAOTIC_DEEP, phase.ORDERED_DEEP,
+        phase.TRANSIENT_DEEP]
+    assert np.asarray(phase.classify(grad, 1.0, 0.01, tilde, grad)).tolist() == [
+        phase.VANISHING_GRADIENT_DEEP, phase.VANISHING_GRADIENT_DEEP, phase.CHAOTIC_DEEP, phase.ORDERED_DEEP,
+        phase.TRANSIENT_DEEP]
 
 
 def test_tanh_diagram_equals_pointwise_theory():
@@ -49,6 +58,23 @@ def test_relu_diagram_is_deep_prejudice_everywhere_and_uses_the_forward_criterio
     grad = phase.phase_diagram("relu+maxpool", w, b, 8, criterion="gradient")
     assert (grad["phase"][0] == phase.ORDERED_DEEP).all()        # gradient-critical only at 4/3
     assert np.isinf(res["q_star"][2:]).all()
+
+
+@pytest.mark.parametrize("act", ["relu+maxpool", "relu+avgpool"])
+def test_pooled_band_between_the_criteria_is_vanishing_gradient_not_chaotic(act):
+    """Between the forward (chi1~ = 1) and gradient (chi1 = 1) edges the variance grows but chi1 < 1."""
+    forward, gradient = float(mf.eoc(0.0, act)), float(mf.eoc(0.0, act, "gradient"))
+    w = np.array([0.5 * forward, 0.5 * (forward + gradient), 1.5 * gradient])
+    for criterion in ("forward", "gradient"):
+        res = phase.phase_diagram(act, w, np.array([0.0, 0.1]), 30, criterion=criterion)
+        assert (res["chi1_tilde"][1] > 1).all() and (res["chi1"][1] < 1).all()
+        assert (res["phase"][1] == phase.VANISHING_GRADIENT_DEEP).all()
+        assert (res["phase"][0] == phase.ORDERED_DEEP).all() and (res["phase"][2] == phase.CHAOTIC_DEEP).all()
+    # the two edges themselves are each criterion's EOC band
+    edges = phase.phase_diagram(act, np.array([forward, gradient]), np.array([0.1]), 30)["phase"][:, 0]
+    assert edges.tolist() == [phase.TRANSIENT_DEEP, phase.CHAOTIC_DEEP]
+    edges = phase.phase_diagram(act, np.array([forward, gradient]), np.array([0.1]), 30, criterion="gradient")
+    assert edges["phase"][:, 0].tolist() == [phase.VANISHING_GRADIENT_DEEP, phase.TRANSIENT_DEEP]
 
 
 def test_changing_grid_values_does_not_recompile():

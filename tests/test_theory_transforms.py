@@ -20,6 +20,7 @@ PUBLIC = {
     "chi1_tilde": (mf.chi1_tilde, (SW, SB, "relu+maxpool"), {}, ("act",)),
     "criticality": (mf.criticality, (SW, SB, "relu+avgpool", "gradient"), {}, ("act", "criterion")),
     "backward_factor": (mf.backward_factor, (np.array([0.5, 4.0]), SW, "erf"), {}, ("act",)),
+    "backward_product": (mf.backward_product, (SW, SB, "tanh", 9), {"q0": 1.5}, ("act", "depth")),
     "eoc": (mf.eoc, (SB, "tanh"), {"criterion": "forward"}, ("act", "criterion")),
     "neutrality_line": (mf.neutrality_line, (SB, "tanh"), {}, ("act",)),
     "depth_scales": (mf.depth_scales, (SW, SB, "tanh"), {}, ("act",)),
@@ -95,6 +96,11 @@ def test_grads_of_c_star_chi1_eoc_and_neutrality_line():
     assert _check_grad(lambda b: mf.eoc(b, "tanh"), 0.1) > 0
     assert _check_grad(lambda b: mf.neutrality_line(b, "tanh"), 0.3) > 0
     assert _check_grad(lambda b: mf.depth_scales(1.5, b, "tanh")[0], 0.1) != 0
+
+
+def test_grad_of_backward_product_matches_finite_difference():
+    assert _check_grad(lambda w: mf.backward_product(w, 0.1, "tanh", 30), 2.4) > 0
+    assert _check_grad(lambda b: mf.backward_product(2.4, b, "tanh", 30), 0.1) < 0    # larger q, smaller tanh'
 
 
 def test_grad_of_fmax_mean_wrt_gamma():

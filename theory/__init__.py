@@ -4,7 +4,7 @@
   `theory.gelu`: GELU / SiLU closed forms; `theory.special`: fast arcsin / sin; `theory.quadrature`: rules.
 - `theory.pointwise`: single-point maps, fixed points, criteria, EOC, neutrality, propagation (pure jax).
 - `theory.meanfield`: the public, broadcasting API over them: length / correlation maps, fixed points,
-  chi_1, edge of chaos, depth scales.
+  chi_1, edge of chaos, depth scales, the backward factor and its product along the q_l of a net.
 - `theory.igb`: Initial Guessing Bias: gamma <-> c, estimators, f_max distributions.
 - `theory.phase`: phase classification and vmapped phase diagrams over (sigma_w2, sigma_b2).
 

