@@ -46,7 +46,7 @@ from pathlib import Path
 
 import jax
 
-from jaxinit import cli, files
+from jaxinit import cli, files, rundir
 from jaxinit.tools.machine import machine_info
 from jaxinit.config import ConfigError, OptConfig
 from jaxinit.models import BUILDERS
@@ -77,6 +77,8 @@ PRESETS = {"cpu": CPU, "quick": QUICK, "accel": ACCEL}
 
 # --------------------------------------------------------------------------- validation
 def validate(cfg: BenchmarkConfig) -> None:
+    from jaxinit.config import check_values
+    check_values(cfg)   # finite floats, int32-sized ints, also for a config built in code
     b = cfg.bench
     _distinct_nonempty("bench.models", b.models, BUILDERS)
     _distinct_nonempty("bench.strategies", b.strategies, STRATEGIES)
@@ -135,7 +137,7 @@ def main(cfg: BenchmarkConfig, out: Path, resume: bool) -> None:
     info = machine_info()
     b = cfg.bench
     jsonl = out / "benchmark.jsonl"
-    jsonl.write_text("")
+    rundir.Manifest(out).write_text(jsonl, "", digest=False)    # appended row by row below: no digest
     rows, skipped = [], []
     with CompileClock() as clock:
         for name in b.models if b.enabled else ():
@@ -151,12 +153,13 @@ def main(cfg: BenchmarkConfig, out: Path, resume: bool) -> None:
     if cfg.phase.enabled:
         _emit(jsonl, rows, phase_rows(cfg, info))
     table = markdown_table(rows)
-    files.write_text(out / "table.md", table + "\n")
-    files.write_json(out / "run.json", {**info, "total_s": time.perf_counter() - t0, "skipped": skipped})
+    rundir.Manifest(out).write_text(out / "table.md", table + "\n")
+    rundir.write_run_info(out, {**info, "total_s": time.perf_counter() - t0, "skipped": skipped})
     print(table)
 
 
 def _emit(path: Path, rows: list[dict], new: list[dict]) -> None:
+    files.check_inside(path.parent, path)    # never appended through a link out of the run
     with open(path, "a") as f:
         for r in new:
             line = json.dumps(r, sort_keys=False)

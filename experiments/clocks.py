@@ -22,7 +22,8 @@ from __future__ import annotations
 from pathlib import Path
 
 from jaxinit import cli
-from jaxinit.forgetting.clocks import PRESETS, ClocksConfig, run, validate
+from jaxinit.forgetting.clocks import PRESETS, ClocksConfig, point_config, points, run, validate
+from jaxinit.forgetting.loop import check_setup
 
 
 def main(cfg: ClocksConfig, out: Path, resume: bool) -> None:
@@ -35,9 +36,15 @@ def main(cfg: ClocksConfig, out: Path, resume: bool) -> None:
         print(f"{fam}: below half of low-LR SGD at {v['below_half_reference_at']}, below 5 pp at {v['below_5pp_at']}")
 
 
+def prepare(cfg: ClocksConfig) -> None:
+    """What every point's set-up would refuse (data sizes), checked before --overwrite deletes anything."""
+    for p in points(cfg):
+        check_setup(point_config(cfg, p))
+
+
 def run_cli(argv: list[str] | None = None) -> int:
     return cli.run_experiment("experiments.clocks", __doc__, ClocksConfig, PRESETS, "cpu", main, "runs/clocks",
-                              validate=validate, argv=argv)
+                              validate=validate, argv=argv, prepare=prepare)
 
 
 if __name__ == "__main__":

@@ -20,23 +20,38 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from jaxinit import cli, files
+from jaxinit import cli, files, rundir
+from jaxinit.config import ConfigError
 from jaxinit.forgetting import PRESETS, ForgettingConfig, fit, validate
+from jaxinit.forgetting.loop import check_setup
 
 
 def main(cfg: ForgettingConfig, out: Path, resume: bool) -> None:
-    from jaxinit.forgetting import memory, plotting
+    from jaxinit.forgetting import memory
     res = fit(cfg, out, resume=resume)
     if res.summary is None:   # several hosts: process 0 writes the results
         return
-    files.write_json(out / "run.json", res.timing)
-    plotting.make_all(out)
+    rundir.write_run_info(out, res.timing)
     print(memory.markdown_table(res.summary))
+    draw_figures(out)
+
+
+def draw_figures(out: Path) -> list[Path]:
+    """The figures from the files just written, recorded as the run's own. A file damaged meanwhile
+    (metrics.jsonl cut mid-line by another process) is one line: summary.json already holds the results."""
+    from jaxinit.forgetting import plotting
+    files.check_inside(out, out / "figures")     # a figures/ linked out of the run is never written through
+    try:
+        return rundir.record_written(out, plotting.make_all(out))
+    except (ValueError, OSError) as err:
+        raise ConfigError(f"figures not drawn: {str(err).splitlines()[0][:160] if str(err) else type(err).__name__}; "
+                          f"summary.json is written; redraw with python -m jaxinit.forgetting.plotting "
+                          f"{files.safe_path(out)}") from None
 
 
 def run(argv: list[str] | None = None) -> int:
     return cli.run_experiment("experiments.forgetting", __doc__, ForgettingConfig, PRESETS, "cpu", main,
-                              "runs/forgetting", validate=validate, argv=argv, multihost=True)
+                              "runs/forgetting", validate=validate, argv=argv, multihost=True, prepare=check_setup)
 
 
 if __name__ == "__main__":

@@ -24,7 +24,7 @@ import sys
 import time
 from pathlib import Path
 
-from jaxinit import cli, files
+from jaxinit import cli, rundir
 from jaxinit.igb import sink
 from jaxinit.igb.config_init import PRESETS, IGBInitConfig, validate
 from jaxinit.igb.plots_init import plot_init_results as plot_all
@@ -36,8 +36,8 @@ def main(cfg: IGBInitConfig, out: Path, resume: bool) -> None:
     import jax
     t0 = time.time()
     result = probe_init(cfg, on_case=sink.announcing_saver(out), cached=sink.load_results(out) if resume else None)
-    files.write_json(out / "summary.json", result.summary)
-    files.write_json(out / "run.json", {"seconds_total": round(time.time() - t0, 1), "seconds_per_case": result.seconds,
+    rundir.Manifest(out).write_json(out / "summary.json", result.summary)
+    rundir.write_run_info(out, {"seconds_total": round(time.time() - t0, 1), "seconds_per_case": result.seconds,
                                         "platform": jax.default_backend()})
     for name, rows in result.summary["cases"].items():
         print(f"{name}: " + "; ".join(f"sw2={r['sigma_w2']:g},sb2={r['sigma_b2']:g}: fmax2 {r['fmax2']:.3f}" for r in rows))

@@ -25,7 +25,7 @@ import sys
 import time
 from pathlib import Path
 
-from jaxinit import cli, files
+from jaxinit import cli, rundir
 from jaxinit.igb import sink
 from jaxinit.igb.config_train import PRESETS, IGBTrainConfig, validate
 from jaxinit.igb.plots_train import plot_train_results as plot_all
@@ -37,9 +37,9 @@ def main(cfg: IGBTrainConfig, out: Path, resume: bool) -> None:
     import jax
     t0, cpu0 = time.time(), time.process_time()
     result = train_phases(cfg, on_result=sink.announcing_saver(out), cached=sink.load_results(out) if resume else None)
-    files.write_jsonl(out / "metrics.jsonl", result.rows)
-    files.write_json(out / "summary.json", result.summary)
-    files.write_json(out / "run.json", {"seconds_total": round(time.time() - t0, 1),
+    rundir.Manifest(out).write_jsonl(out / "metrics.jsonl", result.rows)
+    rundir.Manifest(out).write_json(out / "summary.json", result.summary)
+    rundir.write_run_info(out, {"seconds_total": round(time.time() - t0, 1),
                                         "cpu_seconds": round(time.process_time() - cpu0, 1),
                                         "seconds_per_run": result.seconds, "platform": jax.default_backend()})
     for name, run in result.summary["runs"].items():

@@ -8,6 +8,7 @@ c* = 1/2; plus c_l and gamma_l per layer on both sides of the EOC. Library: `jax
     python -m experiments.phase_diagram --out runs/phase_diagram          # cpu: 200 x 200, depth 100, timing
     python -m experiments.phase_diagram --preset smoke --out /tmp/phase   # seconds (tests)
     python -m experiments.phase_diagram --grid.n=100 --timing.enabled=false
+    python -m experiments.phase_diagram --replot runs/phase_diagram     # figures from phase_diagram.npz
 
 Writes `phase_diagram.npz` (per activation `<act>__<field>`, `+` spelled `_`: phase, chi1, chi1_tilde,
 q_star, c_star, c_depth, gamma_depth on the (sigma_w2, sigma_b2) grid, indexed [i_w, i_b]; eoc_forward,
@@ -45,6 +46,10 @@ def main(cfg: PhaseDiagramConfig, out: Path, resume: bool) -> None:
     print(f"phase diagrams done in {time.perf_counter() - t0:.1f} s")
 
 
+def run(argv: list[str] | None = None) -> int:
+    return cli.run_experiment("experiments.phase_diagram", __doc__, PhaseDiagramConfig, PRESETS, "cpu", main,
+                              "runs/phase_diagram", validate, argv=argv, replot=pd.replot)
+
+
 if __name__ == "__main__":
-    sys.exit(cli.run_experiment("experiments.phase_diagram", __doc__, PhaseDiagramConfig, PRESETS, "cpu", main,
-                                "runs/phase_diagram", validate))
+    sys.exit(run())

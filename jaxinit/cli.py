@@ -8,15 +8,21 @@ The fixed flags are parsed with argparse; everything else is a dotted override o
 parsed by tyro over the frozen config dataclasses (`jaxinit.config.parse_overrides`, chosen because it
 reads the dataclasses we already have, field docstrings included, with no second schema to keep in
 step; ml_collections' config flags would force a `--config.` prefix on every key that DESIGN.md fixes).
-Run directories are owned (`jaxinit.rundir`: lock, same-config continuation, `--overwrite`), results
-are written atomically (`jaxinit.files`), SIGINT/SIGTERM stop at a step boundary (`jaxinit.interrupt`).
-User errors (`ConfigError`) become one line on stderr and exit status 2.
+Run directories are owned (`jaxinit.rundir`: lock, manifest, same-config continuation, `--overwrite`
+deleting the run's own files only, and only once the experiment's set-up checks passed), results
+are written atomically (`jaxinit.files`), every continuation is checked against the fingerprint the
+run started with (`jaxinit.runinfo`: config.json, numeric environment) and run.json's provenance
+gains one segment per part of a run. SIGINT/SIGTERM stop at once in set-up, summary and figures and
+at a step boundary in training (`jaxinit.interrupt`); a signal still pending at the end stops the run
+with its status, never 0. User errors (`ConfigError`) become one line on stderr and exit status 2.
 """
 from __future__ import annotations
 
 import argparse
 import contextlib
 import json
+import os
+import re
 import sys
 from pathlib import Path
 from typing import Any, Callable, Mapping
@@ -94,19 +100,22 @@ def resolve_config(config_cls: type, presets: Mapping[str, Any], default: str, p
     return saved
 
 
-def _claim(out: Path, cfg: Any, resume: bool, overwrite: bool, prog: str) -> tuple[bool, bool]:
-    """Decide what a run may do with ``out`` (holding its lock); returns (resume, wrote_config)."""
+def _claim(out: Path, cfg: Any, resume: bool, overwrite: bool, prog: str,
+           prepare: Callable[[Any], None] | None) -> tuple[bool, bool, bool]:
+    """Decide what a run may do with ``out`` (holding its lock); returns (resume, wrote_config,
+    continuing: a rerun of the same config, said once its fingerprint is checked)."""
     state = rundir.inspect(out)
+    if state == "foreign" and _is_run(out):
+        state = "run"             # a run with a user's files in it: they stay, untouched (said at the end)
     if resume:
-        return True, False
+        return True, False, False
     if state == "foreign":
         raise ConfigError(f"--out {files.safe_path(out)} holds files that are not a run's; choose an empty or "
                           f"new directory (nothing there is deleted, --overwrite or not)")
     if state == "run" and not overwrite:
         saved = rundir.read_saved_config(out)
         if saved == json.loads(json.dumps(to_dict(cfg))):
-            print(f"continuing the run of the same config in {files.safe_path(out)}", file=sys.stderr)
-            return True, False
+            return True, False, True
         diff = ", ".join(rundir.diff_keys(saved, json.loads(json.dumps(to_dict(cfg))))[:4])
         raise ConfigError(f"--out {files.safe_path(out)} holds a run of another config (differs in {diff}); "
                           f"use --resume to continue it, another --out, or --overwrite to replace it")
@@ -114,24 +123,61 @@ def _claim(out: Path, cfg: Any, resume: bool, overwrite: bool, prog: str) -> tup
         raise ConfigError(f"--out {files.safe_path(out)} holds an unfinished run without config.json; "
                           f"use --overwrite to replace it or another --out")
     if overwrite and state in ("run", "partial"):
+        if prepare is not None:
+            prepare(cfg)          # an error the set-up would find: refused before anything is deleted
         rundir.clear_run(out)
-    files.write_json(out / "config.json", to_dict(cfg))
-    return False, True
+    rundir.Manifest(out).write_json(out / "config.json", to_dict(cfg), digest=False)   # users may edit it
+    return False, True, False
 
 
-def _stamp_provenance(out: Path) -> None:
-    """Add code version, packages and device to run.json (timings stay the experiment's own)."""
-    path = out / "run.json"
+def _is_run(out: Path) -> bool:
+    """A run directory whose config.json is its own (it may hold a user's files besides)."""
+    return (out / "config.json").is_file() and "config.json" not in rundir.foreign_entries(out)
+
+
+def _say_left_alone(out: Path) -> None:
+    """After a run: name what in its directory is not its own (left untouched), if anything."""
+    found = rundir.foreign_entries(out)
+    if found:
+        print(f"{files.safe_path(out)}: left {len(found)} path(s) that are not the run's alone "
+              f"({files.safe_path(', '.join(found[:3]))})", file=sys.stderr)
+
+
+def _stamp_provenance(out: Path, resumed: bool, status: str) -> None:
+    """Append this process's segment (code, packages, device, how it ended) to run.json's provenance."""
+    info = {**rundir.provenance(), "resumed": resumed, "status": status}
+    rundir.append_provenance(out / "run.json", info, write=rundir.Manifest(out).write_json)
+
+
+def _check_xla_flags() -> None:
+    """XLA aborts the process on an unknown flag (exit 1, C++ log); flags it cannot know are refused first."""
+    bad = [f for f in os.environ.get("XLA_FLAGS", "").split() if not re.fullmatch(r"--(xla|tf_xla)_\w+(=.*)?", f)]
+    if bad:
+        raise ConfigError(f"XLA_FLAGS: {files.safe_path(bad[0])} is not an XLA flag (they read --xla_name=value); "
+                          f"fix or unset XLA_FLAGS")
+
+
+@contextlib.contextmanager
+def _backend_errors():
+    """The first uses of the backend: a platform this machine lacks (``JAX_PLATFORMS=gpu`` on a CPU) is one line."""
     try:
-        info = json.loads(path.read_text()) if path.exists() else {}
-    except ValueError:
-        info = {}
-    info["provenance"] = rundir.provenance()
-    files.write_json(path, info)
+        yield
+    except RuntimeError as err:
+        first = (str(err).strip().splitlines() or [type(err).__name__])[0][:200]
+        raise ConfigError(f"JAX_PLATFORMS={os.environ.get('JAX_PLATFORMS', '')!s}: no such backend here ({first}); "
+                          f"unset JAX_PLATFORMS or name one this machine has") from None
+
+
+def _fingerprint(out: Path, cfg: Any, env: dict, resume: bool) -> None:
+    parts = {"config": to_dict(cfg), "environment": env}
+    if resume:
+        rundir.check_fingerprint(out, parts, from_config_json=True)   # cfg is config.json (or equals it)
+    else:
+        rundir.start_fingerprint(out, parts)
 
 
 def _run(prog, doc, config_cls, presets, default, main, default_out, validate, argv, multihost, replot,
-         preset_flags) -> int:
+         preset_flags, prepare) -> int:
     args, overrides = _fixed_parser(prog, replot is not None, preset_flags).parse_known_args(argv)
     bad = [a for a in overrides if a.startswith("--") and "." not in a.split("=", 1)[0]]
     if bad:
@@ -148,37 +194,74 @@ def _run(prog, doc, config_cls, presets, default, main, default_out, validate, a
         return _replot(prog, args.replot, replot)
     if args.resume and args.overwrite:
         raise ConfigError("--resume and --overwrite contradict each other; give one")
-    writer = join_hosts(prog, multihost)
+    _check_xla_flags()
+    with _backend_errors():
+        writer = join_hosts(prog, multihost)
+        env = rundir.numeric_environment()
     out = rundir.resolve_out(args.out, default_out)
     if args.resume and not out.is_dir():
         raise ConfigError(f"--resume: no run to resume in {files.safe_path(out)}")
     cfg = resolve_config(config_cls, presets, default, preset, overrides, out, args.resume, prog)
     if validate is not None:
         validate(cfg)
+    if writer:
+        rundir.check_not_nested(out)
     with (rundir.RunLock(out) if writer else contextlib.nullcontext()):
         try:
-            resume, wrote_config = _claim(out, cfg, args.resume, args.overwrite, prog) if writer else (args.resume, False)
+            resume, wrote_config, continuing = _claim(out, cfg, args.resume, args.overwrite, prog, prepare) \
+                if writer else (args.resume, False, False)
+            if writer:
+                _fingerprint(out, cfg, env, resume)
+            if continuing:
+                print(f"continuing the run of the same config in {files.safe_path(out)}", file=sys.stderr)
         except ConfigError:
             _agree_across_hosts(-1)   # the other hosts must not wait for a run that will not start
             raise
         resume = _agree_across_hosts(int(resume)) == 1
-        try:
-            main(cfg, out, resume)
-        except interrupt.Interrupted as stop:
-            raise _Stopped(stop, prog, out) from None
-        except ConfigError:
-            if wrote_config and rundir.inspect(out) == "run" and _only_config(out):
-                (out / "config.json").unlink(missing_ok=True)   # refused at set-up: leave no run behind
-            raise
-        if writer:
-            _stamp_provenance(out)
+        _run_main(main, cfg, out, resume, wrote_config, writer, prog)
     if writer:
+        _say_left_alone(out)
         print(f"wrote {files.safe_path(out)}")
+    interrupt.check()             # a signal during the last writes: its status, never 0
     return 0
 
 
+def _run_main(main, cfg, out: Path, resume: bool, wrote_config: bool, writer: bool, prog: str) -> None:
+    """``main`` in a prompt phase (its training sections defer signals themselves); provenance appended
+    for every part of the run that started, however it ended."""
+    try:
+        with interrupt.prompt():
+            main(cfg, out, resume)
+        interrupt.check()         # a signal recorded in a deferred section at the very end
+    except interrupt.Interrupted as stop:
+        if writer:
+            with contextlib.suppress(ConfigError):   # the stop's own line matters more
+                _stamp_provenance(out, resume, f"stopped by {stop}")
+        raise _Stopped(stop, prog, out) from None
+    except ConfigError as err:
+        if wrote_config and _only_config(out):
+            _remove_fresh_start(out)   # refused at set-up: leave no run behind
+        elif writer:
+            with contextlib.suppress(ConfigError):
+                _stamp_provenance(out, resume, f"error: {str(err)[:160]}")
+        raise
+    if writer:
+        _stamp_provenance(out, resume, "finished")
+
+
+_START_FILES = {"config.json", rundir.FINGERPRINT}
+
+
 def _only_config(out: Path) -> bool:
-    return {p.name for p in out.iterdir()} <= {"config.json", rundir.LOCK}
+    return {p.name for p in out.iterdir()} <= _START_FILES | {rundir.LOCK, rundir.MANIFEST}
+
+
+def _remove_fresh_start(out: Path) -> None:
+    manifest = rundir.Manifest(out)
+    for name in _START_FILES:
+        (out / name).unlink(missing_ok=True)
+        if manifest.exists():
+            manifest.forget(name)
 
 
 def _agree_across_hosts(code: int) -> int:
@@ -219,19 +302,21 @@ def run_experiment(prog: str, doc: str, config_cls: type, presets: Mapping[str, 
                    main: Callable[[Any, Path, bool], Any], default_out: str,
                    validate: Callable[[Any], None] | None = None, argv: list[str] | None = None,
                    multihost: bool = False, replot: Callable[[Path], list[Path]] | None = None,
-                   preset_flags: Mapping[str, str] | None = None) -> int:
+                   preset_flags: Mapping[str, str] | None = None, prepare: Callable[[Any], None] | None = None) -> int:
     """Parse, claim the run directory, run ``main(cfg, out_dir, resume)``; return the exit status.
 
     `multihost`: the experiment supports several processes (`jaxinit.distributed`); the others refuse
     a multi-process launch with one line rather than have every host write the same files.
     `replot`: ``plot_all(run_dir) -> paths`` behind ``--replot DIR``. `preset_flags`: flags that stand
-    for a preset (``{"quick": "quick"}`` gives ``--quick``).
+    for a preset (``{"quick": "quick"}`` gives ``--quick``). `prepare`: ``prepare(cfg)`` raises the
+    `ConfigError` the experiment's set-up would (data sizes, files); ``--overwrite`` calls it before it
+    deletes anything, so a run that cannot start never costs the finished one.
     """
     argv = sys.argv[1:] if argv is None else list(argv)
     try:
         with interrupt.handled():
             return _run(prog, doc, config_cls, presets, default, main, default_out, validate, argv, multihost,
-                        replot, dict(preset_flags or {}))
+                        replot, dict(preset_flags or {}), prepare)
     except ConfigError as e:
         print(f"error: {e}", file=sys.stderr)
         return 2
@@ -246,9 +331,9 @@ def run_experiment(prog: str, doc: str, config_cls: type, presets: Mapping[str, 
 def _replot(prog: str, run_dir: str, plot_all: Callable[[Path], list[Path]]) -> int:
     """`python -m experiments.<prog> --replot DIR`: figures from a run's saved results only."""
     out = Path(run_dir).expanduser()
-    if not list((out / "results").glob("*.npz")):
+    if not (list((out / "results").glob("*.npz")) or list(out.glob("*.npz"))):
         raise ConfigError(f"--replot {files.safe_path(out)}: no saved results (results/*.npz) of a {prog} run there")
-    print("\n".join(str(p) for p in plot_all(out)))
+    print("\n".join(files.safe_path(p) for p in plot_all(out)))
     return 0
 
 

@@ -9,12 +9,17 @@ parsed by tyro (`parse_overrides`) with a few conventions the project fixed befo
 `--a.b=value` and `--a.b value` both work, tuples are comma-separated (`--sweep.sigma_w=0.5,1,2`),
 booleans take `true/false/1/0/yes/no`, optional values take `none`. Anything unknown or unparsable
 raises `ConfigError`, which the entrypoints turn into one line + exit status 2.
+
+Every parsed or loaded config passes `check_values` (floats finite, ints within int32, seeds >= 0) and
+`from_dict` type-checks a saved config.json field by field; `validate_common` adds the checks in float32,
+the training dtype (values that underflow or collide there), and the memory estimates of `jaxinit.budget`.
 """
 from __future__ import annotations
 
 import contextlib
 import dataclasses
 import io
+import json
 import math
 import os
 import types
@@ -23,6 +28,11 @@ from dataclasses import dataclass, field
 from typing import Any
 
 FLOAT32_MAX = 3.4028234663852886e38
+FLOAT32_TINY = 1.1754943508222875e-38   # float32's smallest normal number; below it XLA flushes to zero
+INT32_MAX = 2**31 - 1
+# sigma_w's floor: the kernel norms sum squared entries sigma_w^2 x 2/fan_in, which for fan-ins up to 1e7
+# stay normal float32 numbers down to sigma_w = 1e-15 (at 1e-46 the kernels themselves are 0.0).
+SIGMA_W_MIN = 1e-15
 
 
 class ConfigError(ValueError):
@@ -76,6 +86,9 @@ class ModelConfig:
     """activation name (jaxinit.models.activations)"""
     base_init: str = "he_normal"
     """he_normal | lecun_normal | glorot_normal | normal_fan_in; sigma_w multiplies it"""
+    sigma_w_scope: str = "all"
+    """kernels sigma_w multiplies: all | hidden (the head drawn at sigma_w = 1) | head (hidden kernels at
+    sigma_w = 1); the head is the sub-module named 'head' (jaxinit.init)"""
     conv_impl: str = "lax"
     """lax | im2col (patches + einsum; vmaps without grouped convolutions)"""
 
@@ -105,6 +118,9 @@ class OptConfig:
     """per-setting L2 / weight decay, label=value entries; opt.weight_decay wins"""
     muon_first_layer: str = "adam"
     """muon: the first layer's kernel goes to the adam branch (Jordan's reference) or to muon"""
+    muon_aux: str = "current"
+    """muon's auxiliary Adam: current (lr 0.05 x muon's, opt.b1/b2/eps, no decay by default) | reference
+    (Jordan's MuonWithAuxAdam: lr 0.015 x, betas 0.9/0.95, eps 1e-10, decay 0.01 in both groups); optim.py"""
 
 
 @dataclass(frozen=True)
@@ -221,8 +237,8 @@ def parse_overrides(cfg: Any, args: list[str], prog: str = "jaxinit", descriptio
     os.environ["COLUMNS"] = "1000"   # one rendered line per message, so it condenses to one line
     try:
         with contextlib.redirect_stderr(err):
-            return tyro.cli(type(cfg), default=cfg, args=list(args), prog=prog, use_underscores=True,
-                            registry=_registry(), config=(tyro.conf.FlagConversionOff,))
+            parsed = tyro.cli(type(cfg), default=cfg, args=list(args), prog=prog, use_underscores=True,
+                              registry=_registry(), config=(tyro.conf.FlagConversionOff,))
     except SystemExit as exit_:
         if exit_.code in (0, None):
             raise
@@ -232,6 +248,8 @@ def parse_overrides(cfg: Any, args: list[str], prog: str = "jaxinit", descriptio
             os.environ.pop("COLUMNS", None)
         else:
             os.environ["COLUMNS"] = old_columns
+    check_values(parsed)
+    return parsed
 
 
 def apply_overrides(cfg: Any, overrides: list[str]) -> Any:
@@ -245,35 +263,113 @@ def to_dict(cfg: Any) -> dict:
     return dataclasses.asdict(cfg)
 
 
-def from_dict(cls: type, data: dict) -> Any:
+def from_dict(cls: type, data: dict, prefix: str = "") -> Any:
     """Inverse of `to_dict` for nested frozen dataclasses (used by --resume). Missing keys take the
-    class defaults (configs saved before a field existed); unknown keys raise `ConfigError`."""
+    class defaults (configs saved before a field existed); unknown keys, and values whose JSON type is
+    not the field's (a hand-edited ``"epochs": "3"``), raise `ConfigError` naming the dotted key."""
     if not isinstance(data, dict):
-        raise ConfigError(f"config.json: expected an object for {cls.__name__}, got {type(data).__name__}")
+        raise ConfigError(f"config.json: expected an object for {prefix[:-1] or cls.__name__}, got {_shown(data)}")
     types_ = typing.get_type_hints(cls)
     kwargs = {}
     for name, value in data.items():
+        key = f"{prefix}{name}"
         if name not in types_:
-            raise ConfigError(f"config.json: unknown key {name!r}")
-        typ = types_[name]
-        if dataclasses.is_dataclass(typ):
-            kwargs[name] = from_dict(typ, value)
-        elif isinstance(value, list):
-            kwargs[name] = tuple(value)
-        else:
-            kwargs[name] = value
-    return cls(**kwargs)
+            raise ConfigError(f"config.json: unknown key {key!r}")
+        kwargs[name] = _typed(key, types_[name], value)
+    cfg = cls(**kwargs)
+    if not prefix:
+        check_values(cfg)
+    return cfg
+
+
+_KINDS = {bool: "true or false", int: "an integer", float: "a number", str: "a string"}
+
+
+def _typed(key: str, typ: Any, value: Any) -> Any:
+    """``value`` (from JSON) as annotation ``typ`` wants it; anything else is a `ConfigError`."""
+    origin, args = typing.get_origin(typ), typing.get_args(typ)
+    if dataclasses.is_dataclass(typ):
+        return from_dict(typ, value, f"{key}.")
+    if origin in (typing.Union, types.UnionType) and type(None) in args:
+        inner = [a for a in args if a is not type(None)]
+        return None if value is None else _typed(key, inner[0], value)
+    if origin is tuple:
+        if not isinstance(value, (list, tuple)):
+            raise ConfigError(f"config.json: {key} must be a list, got {_shown(value)}; correct the file")
+        return tuple(_typed(f"{key}[{i}]", args[0], v) for i, v in enumerate(value))
+    ok = {bool: lambda v: isinstance(v, bool),
+          int: lambda v: isinstance(v, int) and not isinstance(v, bool),
+          float: lambda v: isinstance(v, (int, float)) and not isinstance(v, bool),
+          str: lambda v: isinstance(v, str)}.get(typ)
+    if ok is None:
+        return value
+    if not ok(value):
+        raise ConfigError(f"config.json: {key} must be {_KINDS[typ]}, got {_shown(value)}; correct the file")
+    return float(value) if typ is float else value
+
+
+def _shown(value: Any) -> str:
+    text = json.dumps(value) if isinstance(value, (str, list, dict)) else repr(value)
+    return text if len(text) <= 60 else text[:57] + "..."
 
 
 # --------------------------------------------------------------------------- validation
+def check_values(cfg: Any, prefix: str = "") -> None:
+    """Every field of a config tree: floats finite (config.json, strict JSON, cannot hold inf or NaN, and
+    no field here means anything by them), ints within int32 (they count steps, members, examples),
+    seeds (``seed``, ``*_seed``) >= 0. Run by the parser, `from_dict` and `validate_common`."""
+    hints = typing.get_type_hints(type(cfg))
+    for f in dataclasses.fields(cfg):
+        key, value = f"{prefix}{f.name}", getattr(cfg, f.name)
+        if dataclasses.is_dataclass(value):
+            check_values(value, f"{key}.")
+            continue
+        for item in value if isinstance(value, tuple) else (value,):
+            _check_scalar(key, item, _scalar_type(hints.get(f.name)))
+
+
+def _scalar_type(hint: Any) -> Any:
+    """int / float / ... behind Optional[...] and tuple[..., ...] (None if it is neither)."""
+    args = [a for a in typing.get_args(hint) if a is not Ellipsis and a is not type(None)]
+    return args[0] if args and typing.get_origin(hint) is not None else hint
+
+
+def _check_scalar(key: str, value: Any, typ: Any) -> None:
+    if typ is float and isinstance(value, float) and not math.isfinite(value):
+        raise ConfigError(f"--{key}={value}: must be a finite number")
+    if typ is int and isinstance(value, int) and not isinstance(value, bool):
+        if abs(value) > INT32_MAX:
+            raise ConfigError(f"--{key}={value}: out of range, |value| must be < 2**31")
+        if (key.rsplit(".", 1)[-1] == "seed" or key.endswith("_seed")) and value < 0:
+            raise ConfigError(f"--{key}={value}: a seed must lie in [0, 2**31 - 1]")
+
+
 def check_float32(key: str, value: float | None) -> None:
-    """Values that reach float32 arrays must be finite there (1e39 passes a float64 check, not this)."""
-    if value is not None and not (math.isfinite(value) and abs(value) <= FLOAT32_MAX):
+    """Values that reach float32 arrays must be finite there (1e39 passes a float64 check, not this)
+    and, unless exactly 0, normal numbers: a subnormal or underflowed one trains as 0 (flush to zero)."""
+    if value is None:
+        return
+    if not (math.isfinite(value) and abs(value) <= FLOAT32_MAX):
         raise ConfigError(f"--{key}={value}: must be finite in float32 (|x| <= 3.4e38)")
+    if value != 0 and abs(value) < FLOAT32_TINY:
+        raise ConfigError(f"--{key}={value}: underflows float32 (smallest normal 1.2e-38), so it trains as 0; "
+                          f"use 0 or a larger value")
+
+
+def check_distinct_float32(key: str, values: tuple[float, ...]) -> None:
+    """Swept values are traced in float32: two that round to one float32 are one member twice."""
+    import numpy as np
+    rounded = [float(np.float32(v)) for v in values]
+    if len(set(rounded)) != len(rounded):
+        same = next(v for i, v in enumerate(values) if rounded[i] in rounded[:i])
+        raise ConfigError(f"--{key} has repeated values in float32 (the training dtype) {values}: {same} equals "
+                          f"an earlier one there; give distinct values")
 
 
 def validate_common(cfg: Any) -> None:
     """Checks shared by experiments that train (fields absent from a config are skipped)."""
+    from jaxinit import budget
+    check_values(cfg)
     train = getattr(cfg, "train", None)
     if train is not None and hasattr(train, "strategy"):
         if train.batch_size <= 0:
@@ -290,8 +386,12 @@ def validate_common(cfg: Any) -> None:
             check_float32("sweep.sigma_w", s)
         if any(not s > 0 for s in sweep.sigma_w):
             raise ConfigError(f"--sweep.sigma_w values must be > 0, got {sweep.sigma_w}")
+        if min(sweep.sigma_w) < SIGMA_W_MIN:
+            raise ConfigError(f"--sweep.sigma_w={min(sweep.sigma_w)}: below {SIGMA_W_MIN:g} the squared kernel "
+                              f"entries underflow float32 (kernel norms read 0); use larger scales")
         if len(set(sweep.sigma_w)) != len(sweep.sigma_w):
             raise ConfigError(f"--sweep.sigma_w has repeated values {sweep.sigma_w}: a spread needs distinct scales")
+        check_distinct_float32("sweep.sigma_w", sweep.sigma_w)
         if sweep.seeds <= 0:
             raise ConfigError(f"--sweep.seeds must be a positive number of seeds, got {sweep.seeds}")
     opt = getattr(cfg, "opt", None)
@@ -302,9 +402,20 @@ def validate_common(cfg: Any) -> None:
             raise ConfigError(f"--opt.lr must be > 0, got {opt.lr}")
         if opt.weight_decay is not None and not opt.weight_decay >= 0:
             raise ConfigError(f"--opt.weight_decay must be >= 0, got {opt.weight_decay}")
+    data, model = getattr(cfg, "data", None), getattr(cfg, "model", None)
+    if isinstance(data, DataConfig):
+        budget.check_data(data)
+        if isinstance(train, TrainConfig):
+            budget.check_steps(train.epochs, train.batch_size, data)
+        if isinstance(model, ModelConfig) and isinstance(sweep, SweepConfig):
+            if not model.width_mult > 0:
+                raise ConfigError(f"--model.width_mult must be > 0, got {model.width_mult}")
+            members = len(sweep.optimizers) * len(sweep.sigma_w) * sweep.seeds
+            budget.check_members(members, model, data)
 
 
 __all__ = [
     "ConfigError", "DataConfig", "ModelConfig", "OptConfig", "TrainConfig", "SweepConfig",
-    "parse_overrides", "apply_overrides", "to_dict", "from_dict", "validate_common", "check_float32", "field",
+    "parse_overrides", "apply_overrides", "to_dict", "from_dict", "validate_common", "check_float32",
+    "check_distinct_float32", "check_values", "field",
 ]

@@ -38,6 +38,18 @@ Note (THEORY.md §6): with BatchNorm after every conv, scaling the kernels does 
 at init, only the effective learning rate (~ eta / |W|^2): BN divides the scale out (up to its eps).
 In our models the classifier kernel is scaled too and no BN follows it, so at init the BN nets'
 logits are exactly ``sigma_w`` times those at ``sigma_w = 1`` (again up to BN's eps).
+
+Scope (``model.sigma_w_scope``, `SIGMA_W_SCOPES`): which kernels ``sigma_w`` multiplies. ``"all"`` (the
+default, everything above), ``"hidden"`` (every kernel but the head's; the head keeps its base draw, i.e.
+it is drawn at ``sigma_w = 1``) or ``"head"`` (the head's kernels only; the hidden kernels at
+``sigma_w = 1``). It separates the memory carried by the hidden layers from the part carried by the
+logit scale. The base draws are the same in every scope (paired): a kernel is either ``sigma_w`` times
+its draw or its draw itself. The head (`is_head`) is every kernel under a path entry named ``"head"``:
+the classifier sub-module of every registry model (mlp, resnets, vit, cnn) and the sub-tree Muon sends
+to its Adam branch (`jaxinit.optim.muon_labels`). A user's module must name its classifier ``head``
+(``nn.Dense(n_classes, name="head")``) to use the scopes ``"hidden"`` and ``"head"``; a tree without
+one is a `ConfigError` there (not a guess: flax's automatic names sort ``Dense_10`` before
+``Dense_2``, so "the last kernel in parameter order" is not the classifier in general).
 """
 from __future__ import annotations
 
@@ -115,10 +127,43 @@ def is_kernel(path: tuple, leaf: Any = None) -> bool:
     return bool(path) and key_name(path[-1]) == "kernel"
 
 
-def scale_kernels(params: Any, sigma_w: jax.Array | float) -> Any:
-    """Multiply every kernel by ``sigma_w`` (a scalar, possibly traced); other leaves unchanged."""
+HEAD = "head"                                # the classifier sub-module of every registry model
+SIGMA_W_SCOPES = ("all", "hidden", "head")   # which kernels sigma_w multiplies (module docstring)
+
+
+def check_sigma_w_scope(scope: str) -> str:
+    if scope not in SIGMA_W_SCOPES:
+        raise ConfigError(f"--model.sigma_w_scope must be one of {'|'.join(SIGMA_W_SCOPES)}, got {scope!r}")
+    return scope
+
+
+def is_head(path: tuple) -> bool:
+    """True for leaves of the classifier: some path entry is named ``"head"``."""
+    return any(key_name(k) == HEAD for k in path)
+
+
+def check_head(params: Any, scope: str) -> None:
+    """A scope other than ``"all"`` needs a head kernel and a hidden one (`ConfigError` otherwise)."""
+    if check_sigma_w_scope(scope) == "all":
+        return
+    heads = [is_head(p) for p, _ in jax.tree_util.tree_flatten_with_path(params)[0] if is_kernel(p)]
+    if not any(heads) or all(heads):
+        part = "no kernel under a sub-module named 'head'" if not any(heads) else "no kernel outside 'head'"
+        raise ConfigError(f"--model.sigma_w_scope={scope} needs a classifier sub-module named 'head' and hidden "
+                          f"kernels; this model has {part} (name the classifier nn.Dense(..., name='head'))")
+
+
+def scale_kernels(params: Any, sigma_w: jax.Array | float, scope: str = "all") -> Any:
+    """Multiply the kernels of ``scope`` by ``sigma_w`` (a scalar, possibly traced); other leaves unchanged.
+
+    ``scope``: ``"all"`` every kernel, ``"hidden"`` every kernel outside the head, ``"head"`` the head's
+    (`is_head`). A kernel outside the scope keeps its base draw (drawn at ``sigma_w = 1``).
+    """
+    check_head(params, scope)
+
     def scale(path, leaf):
-        return leaf * jnp.asarray(sigma_w, leaf.dtype) if is_kernel(path, leaf) else leaf
+        scaled = is_kernel(path, leaf) and (scope == "all" or (scope == "head") == is_head(path))
+        return leaf * jnp.asarray(sigma_w, leaf.dtype) if scaled else leaf
     return jax.tree_util.tree_map_with_path(scale, params)
 
 
@@ -204,14 +249,16 @@ def base_draw(key: jax.Array, template: Any, base_init: str, bias_init: str = "z
         lambda p, x: jnp.zeros_like(x) if is_bias(p, siblings[tuple(p)]) else x, params)
 
 
-def scale_params(params: Any, sigma_w: jax.Array | float, sigma_b: jax.Array | float | None = None) -> Any:
-    """Kernels x ``sigma_w`` and, if given, biases x ``sigma_b`` (both may be traced: no recompilation).
+def scale_params(params: Any, sigma_w: jax.Array | float, sigma_b: jax.Array | float | None = None,
+                 scope: str = "all") -> Any:
+    """Kernels (of ``scope``, see `scale_kernels`) x ``sigma_w`` and, if given, biases x ``sigma_b`` (both
+    may be traced: no recompilation).
 
     With ``base_init="normal_fan_in"`` and ``bias_init="normal"`` this is THEORY.md section 1:
     ``W ~ N(0, sigma_w2 / fan_in)``, ``b ~ N(0, sigma_b2)`` for ``sigma_w = sqrt(sigma_w2)``,
     ``sigma_b = sqrt(sigma_b2)``.
     """
-    params = scale_kernels(params, sigma_w)
+    params = scale_kernels(params, sigma_w, scope)
     return params if sigma_b is None else scale_biases(params, sigma_b)
 
 

@@ -18,15 +18,32 @@ preconditioner) and finishes with ``- eta_t wd w`` (decoupled: bypasses the prec
                 O = NS5(U) ~ U_svd V_svd^T  (quintic Newton-Schulz, coefficients of Jordan et al.);
                 w <- w - eta_t (sqrt(max(1, fan_out/fan_in)) O + wd w)
               everything else (biases, BatchNorm gains/biases, the head and, by default, the first
-              layer: the kernels that read the input, as in Jordan's reference) runs Adam (b2 0.999,
-              eps 1e-8 from opt) with learning rate ``MUON_ADAM_LR_RATIO * eta_t`` and decoupled decay
-              ``- MUON_ADAM_LR_RATIO * eta_t wd w``, while T_L2 counts the Muon lr (the kernels' decay).
+              layer: the kernels that read the input, as in Jordan's reference) runs the auxiliary
+              Adam with learning rate ``r eta_t`` and decoupled decay ``- r eta_t wd w`` (`MuonAux`,
+              ``opt.muon_aux``), while T_L2 counts the Muon lr (the kernels' decay).
               No bias correction in the Nesterov mix (as the reference; optax.contrib.muon corrects it,
               which differs by up to ~12 % of an update in the first steps).
               (K. Jordan et al. 2024, "Muon: An optimizer for hidden layers in neural networks";
               optax.contrib.muon.) The routing is by leaf name and the reshape by the leaf's own
               shape, so a muon transform must be built and applied per member (inside vmap), never on
               a member-stacked tree, where NS5 would orthogonalise all members as one matrix.
+
+Muon's auxiliary Adam (``opt.muon_aux``). The reference is K. Jordan's ``MuonWithAuxAdam``
+(github.com/KellerJordan/Muon, muon.py and its README's usage block, read at commit 857d1ad): a Muon
+group ``lr=0.02, weight_decay=0.01`` and an Adam group ``lr=3e-4, betas=(0.9, 0.95), weight_decay=0.01``
+with the class default ``eps=1e-10``; each group decays as ``p <- p (1 - lr wd)`` before its update (the
+decay scaled by its own group's lr, as ``_finish`` does here), the Adam update bias-corrected with eps
+outside the square root (optax.scale_by_adam's form).
+
+    choice     aux lr / muon lr        aux b1, b2, eps             wd (both groups, unless opt sets it)
+    current    0.05 (1e-3 at 0.02)     opt.b1, opt.b2, opt.eps     SETTINGS' 0 (no decay)
+               (defaults 0.9, 0.999, 1e-8)
+    reference  0.015 (3e-4 / 0.02)     0.9, 0.95, 1e-10            0.01
+
+``current`` is this project's earlier choice and matches the reference only in its structure (which
+leaves take Adam, momentum 0.95, Nesterov, NS5, the shape factor, decay scaled per group); ``reference``
+matches its hyperparameters as well. Both keep the muon setting's own lr (0.02, the reference's) and
+take an explicit ``opt.weight_decay`` / ``opt.setting_weight_decay=muon=...`` over the 0.01.
 
 L2 and weight decay act on every parameter (PyTorch's ``weight_decay`` convention): kernels, biases,
 BatchNorm gains and shifts, and the classifier ("head").
@@ -54,7 +71,7 @@ import jax.numpy as jnp
 import optax
 
 from jaxinit.config import ConfigError, OptConfig
-from jaxinit.init import is_kernel
+from jaxinit.init import is_head, is_kernel
 
 KINDS = ("sgd", "momentum", "nesterov", "adam", "adamw", "muon")
 REGULARISED = ("sgd_l2", "adamw", "muon")      # the settings whose L2 / weight decay opt.weight_decay sets
@@ -65,7 +82,21 @@ DECOUPLED_KINDS = ("adamw", "muon")     # where opt.weight_decay means decoupled
 MUON_ADAM_LR_RATIO = 0.05               # muon's Adam branch lr / muon lr: 1e-3 at the default 0.02
 NS_COEFFS = (3.4445, -4.7750, 2.0315)   # quintic Newton-Schulz coefficients (Jordan et al. 2024)
 NS_STEPS = 5
-HEAD = "head"                           # name of the classifier sub-tree in every model
+
+
+class MuonAux(NamedTuple):
+    """Muon's auxiliary Adam (module docstring); None = the setting's own value (from opt)."""
+    lr_ratio: float                     # aux lr / muon lr
+    b1: float | None
+    b2: float | None
+    eps: float | None
+    weight_decay: float | None          # the muon setting's default decoupled decay, both groups
+
+
+MUON_AUX: dict[str, MuonAux] = {
+    "current": MuonAux(MUON_ADAM_LR_RATIO, None, None, None, None),
+    "reference": MuonAux(0.015, 0.9, 0.95, 1e-10, 0.01),      # 3e-4 / 0.02; Jordan's MuonWithAuxAdam
+}
 
 
 @dataclass(frozen=True)
@@ -84,6 +115,7 @@ class OptSetting:
     schedule: str = "constant"
     warmup_epochs: float = 0.0
     muon_first_layer: str = "adam"  # muon: the input layer's kernels go to the adam branch (or "muon")
+    muon_aux: str = "current"       # muon: its auxiliary Adam's hyperparameters, a key of MUON_AUX
 
 
 # CPU-scale starting points (MEASURED.md); muon momentum 0.95 is Jordan et al.'s and is not taken
@@ -108,8 +140,10 @@ def resolve_setting(label: str, opt: OptConfig) -> OptSetting:
     (`REGULARISED`: the coupled ``l2`` of sgd_l2, the decoupled ``weight_decay`` of adamw and muon) and
     comes from ``opt.weight_decay``, ``opt.setting_weight_decay``, then `SETTINGS`; sgd, momentum,
     nesterov and adam are unregularised by definition (a decay entry for them is an error). schedule, warmup_epochs, b1, b2, eps always come from ``opt``,
-    and momentum too for the heavy-ball kinds (muon keeps its own beta).
+    and momentum too for the heavy-ball kinds (muon keeps its own beta). ``opt.muon_aux="reference"``
+    makes muon's own decay 0.01 (`MUON_AUX`; explicit opt entries still win).
     """
+    check_muon_aux(opt.muon_aux)
     if label not in SETTINGS:
         raise ConfigError(f"unknown optimizer setting {label!r}; known: {', '.join(SETTINGS)}")
     base = SETTINGS[label]
@@ -123,9 +157,11 @@ def resolve_setting(label: str, opt: OptConfig) -> OptSetting:
         raise ConfigError(f"--opt.setting_weight_decay: {unregularised[0]} has no L2 / weight decay by definition; "
                           f"use one of {', '.join(REGULARISED)}")
     own = getattr(base, decay_field)
+    if base.kind == "muon" and MUON_AUX[opt.muon_aux].weight_decay is not None:
+        own = MUON_AUX[opt.muon_aux].weight_decay
     decay = _first(opt.weight_decay, decays.get(label), own) if label in REGULARISED else own
     fields = dict(lr=lr, schedule=opt.schedule, warmup_epochs=opt.warmup_epochs, b1=opt.b1, b2=opt.b2, eps=opt.eps,
-                  muon_first_layer=opt.muon_first_layer)
+                  muon_first_layer=opt.muon_first_layer, muon_aux=opt.muon_aux)
     fields[decay_field] = decay
     if base.kind in ("momentum", "nesterov"):
         fields["momentum"] = opt.momentum
@@ -157,10 +193,18 @@ def check_setting(s: OptSetting) -> None:
         bad = f"kind {s.kind!r} contradicts nesterov={s.nesterov}"
     elif s.muon_first_layer not in MUON_FIRST_LAYER:
         bad = f"muon_first_layer must be one of {'|'.join(MUON_FIRST_LAYER)}, got {s.muon_first_layer!r}"
+    elif s.muon_aux not in MUON_AUX:
+        bad = f"muon_aux must be one of {'|'.join(MUON_AUX)}, got {s.muon_aux!r}"
     elif not all(math.isfinite(v) and abs(v) <= 3.4e38 for v in (s.lr, s.l2, s.weight_decay)):
         bad = f"lr, L2 and weight decay must be finite in float32, got {s.lr}, {s.l2}, {s.weight_decay}"
     if bad:
         raise ConfigError(f"optimizer setting {s.label!r}: {bad}")
+
+
+def check_muon_aux(name: str) -> str:
+    if name not in MUON_AUX:
+        raise ConfigError(f"--opt.muon_aux must be one of {'|'.join(MUON_AUX)}, got {name!r}")
+    return name
 
 
 def _entries(items: tuple[str, ...], flag: str) -> dict[str, float]:
@@ -280,7 +324,7 @@ def muon_labels(params: Any, input_shape: tuple | None = None, first_layer: str 
     """'muon' for kernels with ndim >= 2 outside the classifier sub-tree ``head`` (and, with
     ``first_layer="adam"``, outside the input layer, see `reads_input`); 'adam' otherwise."""
     def label(path, leaf):
-        in_head = any(getattr(k, "key", None) == HEAD for k in path)
+        in_head = is_head(path)
         first = first_layer == "adam" and reads_input(leaf, input_shape)
         return "muon" if is_kernel(path) and not in_head and not first and jnp.ndim(leaf) >= 2 else "adam"
     return jax.tree_util.tree_map_with_path(label, params)
@@ -297,9 +341,12 @@ def make_optimizer(setting: OptSetting, steps_per_epoch: int, epochs: int,
     schedule = make_schedule(setting.schedule, setting.lr, steps_per_epoch, epochs, setting.warmup_epochs)
     coupled = [optax.add_decayed_weights(setting.l2)] if setting.l2 > 0 else []
     if setting.kind == "muon":
-        adam_schedule = lambda count: MUON_ADAM_LR_RATIO * schedule(count)
+        aux = MUON_AUX[setting.muon_aux]
+        adam_schedule = lambda count: aux.lr_ratio * schedule(count)
+        aux_adam = optax.scale_by_adam(b1=_first(aux.b1, setting.b1), b2=_first(aux.b2, setting.b2),
+                                       eps=_first(aux.eps, setting.eps))
         core = [optax.partition({"muon": _finish(scale_by_muon(setting.momentum, setting.nesterov), setting, schedule),
-                                 "adam": _finish(_direction("adam", setting), setting, adam_schedule)},
+                                 "adam": _finish(aux_adam, setting, adam_schedule)},
                                 functools.partial(muon_labels, input_shape=input_shape,
                                                   first_layer=setting.muon_first_layer))]
     else:
@@ -323,4 +370,5 @@ def _finish(direction, s: OptSetting, schedule: Callable) -> optax.GradientTrans
 
 __all__ = ["OptSetting", "SETTINGS", "KINDS", "SCHEDULES", "resolve_setting", "check_setting",
            "make_schedule", "make_optimizer", "scale_by_muon", "newton_schulz", "orthogonalize_kernel",
-           "muon_labels", "reads_input", "MUON_ADAM_LR_RATIO", "HEAVY_BALL_KINDS"]
+           "muon_labels", "reads_input", "MUON_ADAM_LR_RATIO", "MUON_AUX", "MuonAux", "check_muon_aux",
+           "HEAVY_BALL_KINDS"]

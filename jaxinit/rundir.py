@@ -26,6 +26,8 @@ Rules (every experiment, through `jaxinit.cli`):
   is a symlink, a hard link or not a plain file is refused (its target is never written).
 - `provenance()` / `append_provenance`: what `run.json` records besides timings, one segment per
   (resumed) part of a run; `numeric_environment()`: what changes results besides the config.
+  The run's fingerprint (config, numeric environment, a user's model) and run.json's timings are kept
+  by `jaxinit.runinfo` (its names are importable from here too).
 """
 from __future__ import annotations
 
@@ -53,7 +55,7 @@ from jaxinit.files import safe_path
 RUN_FILES = frozenset({
     "config.json", "metrics.jsonl", "summary.json", "run.json", "figures", "checkpoints", "results",
     "clocks.jsonl", "points", "phase_diagram.npz", "timing.json", "benchmark.jsonl", "table.md", ".lock",
-    ".manifest.json",
+    ".manifest.json", "fingerprint.json",
 })
 LOCK = ".lock"
 MANIFEST = ".manifest.json"
@@ -484,8 +486,12 @@ def clear_owned(out: Path, only: tuple[str, ...] | None = None) -> list[str]:
     entries = m.entries() if m.exists() else _legacy(out)[0]
     chosen = [rel for rel in entries if only is None or rel.split("/")[0] in only]
     kept: list[str] = []
+    top = os.path.realpath(out)
     for rel in sorted(chosen, key=lambda r: (-r.count("/"), r)):
         p, entry = out / rel, entries[rel]
+        if os.path.commonpath([top, os.path.realpath(p.parent)]) != top:
+            kept.append(rel)      # reached through a link out of the run (figures -> /elsewhere): not ours
+            continue
         try:
             gone = _remove(p, entry, kept, rel)
         except OSError as err:
@@ -664,3 +670,8 @@ def _read_run_json(run_json: Path) -> dict:
         raise ConfigError(f"{safe_path(path)} is not readable ({type(err).__name__}); its earlier provenance "
                           f"would be lost: move it away to start a new one") from None
     return data
+
+
+# The fingerprint and run.json helpers live in their own module (this one is long enough); importable from here.
+from jaxinit.runinfo import (FINGERPRINT, check_fingerprint, describe_model, read_fingerprint,  # noqa: E402
+                             record_written, start_fingerprint, write_run_info)

@@ -143,7 +143,7 @@ def test_damaged_results_on_replot_and_resume_are_one_line_exit_2(module, name, 
     path = run / "results" / name
     path.write_bytes(b"" if damage == "empty" else path.read_bytes()[:200])
     why = "EOFError" if damage == "empty" else "BadZipFile"
-    expected = f"error: {path} is not a readable results file ({why}); rerun without --resume, or delete it\n"
+    expected = f"error: {path} is not a readable results file ({why}); delete it to have it computed again, or rerun with --overwrite to start the run over\n"
     for argv in (["--replot", str(run)], ["--out", str(run), "--resume"]):
         capsys.readouterr()
         assert _run(module, argv) == 2

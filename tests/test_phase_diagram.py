@@ -29,7 +29,7 @@ def test_smoke_writes_arrays_figures_and_timing(smoke_run):
     n = config_phase.SMOKE.grid.n
     for act in config_phase.PANELS:
         assert data[pd.key(act, "phase")].shape == (n, n)
-        assert set(np.unique(data[pd.key(act, "phase")])) <= {0, 1, 2, 3, 4}
+        assert set(np.unique(data[pd.key(act, "phase")])) <= {0, 1, 2, 3, 4, 5}
         assert data[pd.key(act, "eoc_forward")].shape == (n,)
     np.testing.assert_allclose(data["relu_maxpool__eoc_gradient"], 4 / 3, rtol=1e-12)
     np.testing.assert_allclose(data["relu__eoc_forward"], 2.0, rtol=1e-12)

@@ -23,7 +23,7 @@ CALLS = []
 
 def _main(cfg, out, resume):
     CALLS.append((cfg.train.epochs, resume))
-    files.write_json(out / "summary.json", {"epochs": cfg.train.epochs})
+    rundir.Manifest(out).write_json(out / "summary.json", {"epochs": cfg.train.epochs})
 
 
 PRESETS = {"a": Cfg(), "b": apply_overrides(Cfg(), ["--train.epochs=3"])}
@@ -59,11 +59,11 @@ def test_rerun_of_another_config_is_refused_and_nothing_changes(tmp_path, capsys
 def test_overwrite_replaces_only_the_runs_own_files(tmp_path):
     out = tmp_path / "o"
     assert _run(["--out", str(out)]) == 0
-    (out / "figures").mkdir()
-    (out / "figures" / "a.png").write_bytes(b"png")
+    rundir.Manifest(out).write_text(out / "figures" / "a.png", "png")     # the run's figure
+    (out / "figures" / "mine.pdf").write_bytes(b"%PDF")                  # a user's file beside it
     assert _run(["--out", str(out), "--train.epochs=4", "--overwrite"]) == 0 and CALLS == [(4, False)]
     assert json.loads((out / "config.json").read_text())["train"]["epochs"] == 4
-    assert not (out / "figures").exists()
+    assert not (out / "figures" / "a.png").exists() and (out / "figures" / "mine.pdf").read_bytes() == b"%PDF"
 
 
 def test_a_directory_with_user_files_is_never_touched(tmp_path, capsys):
@@ -122,7 +122,10 @@ def test_inspect_states(tmp_path):
 def test_provenance_in_run_json(tmp_path):
     out = tmp_path / "o"
     assert _run(["--out", str(out)]) == 0
-    prov = json.loads((out / "run.json").read_text())["provenance"]
+    assert _run(["--out", str(out)]) == 0                                 # a second part of the run
+    segments = json.loads((out / "run.json").read_text())["provenance"]
+    assert [s["resumed"] for s in segments] == [False, True] and segments[-1]["status"] == "finished"
+    prov = segments[-1]
     assert set(prov["versions"]) == {"jax", "jaxlib", "flax", "optax", "orbax-checkpoint", "numpy"}
     assert prov["versions"]["jax"][0].isdigit() and prov["device_kind"] and prov["platform"] == "cpu"
     assert prov["git_commit"] == "unknown" or len(prov["git_commit"].split("+")[0]) == 40

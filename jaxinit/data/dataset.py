@@ -8,7 +8,7 @@ from pathlib import Path
 import jax
 import jax.numpy as jnp
 
-from jaxinit.config import ConfigError, DataConfig
+from jaxinit.config import ConfigError, DataConfig, check_values
 from jaxinit.data import synthetic
 from jaxinit.data.checks import Raw
 from jaxinit.data.pipeline import NORMALIZE, normalize, split_indices, to_float
@@ -61,6 +61,8 @@ def data_dir(cfg: DataConfig) -> str:
 
 
 def _validate(cfg: DataConfig) -> None:
+    from jaxinit import budget
+    check_values(cfg, "data.")   # notebooks reach here without the parser: inf, negative seeds, ...
     if cfg.name not in NAMES:
         raise ConfigError(f"--data.name={cfg.name!r}: unknown dataset; choose one of {', '.join(NAMES)}")
     if cfg.dir and not Path(data_dir(cfg)).is_dir():
@@ -76,6 +78,7 @@ def _validate(cfg: DataConfig) -> None:
         raise ConfigError(f"--data.n_samples must be >= 10 for {cfg.name}, got {cfg.n_samples}")
     if cfg.name == "gaussian" and (cfg.dim <= 0 or cfg.n_classes < 2):
         raise ConfigError(f"gaussian needs --data.dim >= 1 and --data.n_classes >= 2, got {cfg.dim}, {cfg.n_classes}")
+    budget.check_data(cfg)
 
 
 def _load_raw(cfg: DataConfig) -> Raw:

@@ -334,19 +334,21 @@ def with_mechanism(ln: dict, summary: dict, n_kernel: int) -> dict:
 
 
 def run_point(cfg: ClocksConfig, p: Point, out, progress: bool = True) -> dict:
-    """Train one point into ``out/points/<name>`` (continuing it if it is there) and return its line."""
+    """Train one point into ``out/points/<name>`` (continuing it if it is there) and return its line.
+    The point is recorded in ``out``'s manifest as a sub-run (kind ``run``) before it is created."""
     from pathlib import Path
-    from jaxinit import files, rundir
+    from jaxinit import rundir
     from jaxinit.config import to_dict
     from jaxinit.forgetting.loop import fit
     d = Path(out) / "points" / p.name
     pcfg = point_config(cfg, p)
     if d.exists() and (d / "config.json").exists() and rundir.read_saved_config(d) != _json(to_dict(pcfg)):
         raise ConfigError(f"{d} holds a point of another config; rerun with --overwrite")
-    resume = d.exists() and any(x.name != "config.json" for x in d.iterdir())
-    files.write_json(d / "config.json", to_dict(pcfg))
+    rundir.Manifest(out).record(d, "run")
+    resume = (d / "metrics.jsonl").exists() or (d / "checkpoints").exists()
+    rundir.Manifest(d).write_json(d / "config.json", to_dict(pcfg), digest=False)
     res = fit(pcfg, d, resume=resume, progress=progress)
-    files.write_json(d / "run.json", res.timing)
+    rundir.write_run_info(d, res.timing)
     return with_mechanism(line(p, res.summary, cfg.analysis.selection), res.summary, kernel_weights(res))
 
 
@@ -358,7 +360,7 @@ def _json(x):
 def run(cfg: ClocksConfig, out, progress: bool = True) -> tuple[list[dict], dict]:
     """Every point (in order), then clocks.jsonl, summary.json (lines + verdicts) and the figures."""
     from pathlib import Path
-    from jaxinit import files, interrupt
+    from jaxinit import files, interrupt, rundir
     lines = []
     for i, p in enumerate(points(cfg)):
         interrupt.check()
@@ -366,8 +368,10 @@ def run(cfg: ClocksConfig, out, progress: bool = True) -> tuple[list[dict], dict
         lines.append(run_point(cfg, p, out, progress))
     out = Path(out)
     v = verdicts(lines)
-    files.write_jsonl(out / "clocks.jsonl", lines)
+    run_files = rundir.Manifest(out)
+    run_files.write_jsonl(out / "clocks.jsonl", lines)
     from jaxinit.forgetting import clock_plots
-    clock_plots.make_all(out, lines, v)
-    files.write_json(out / "summary.json", {"lines": lines, "verdicts": v})
+    files.check_inside(out, out / "figures")     # a figures/ linked out of the run is never written through
+    rundir.record_written(out, clock_plots.make_all(out, lines, v))
+    run_files.write_json(out / "summary.json", {"lines": lines, "verdicts": v})
     return lines, v

@@ -6,7 +6,10 @@ BatchNorm gains 1 (`model.base_init`); validation = 10 % of the training pool (o
 by a seeded permutation (`data.split_seed`); constant learning rate (`opt.schedule`); momentum and
 nesterov run at lr = (1 - mu) x sgd's lr, so that their effective step eta / (1 - mu) equals sgd's;
 `sgd_l2` is coupled L2 (lambda w added to the gradient), `adamw` and `muon` decoupled weight decay;
-the `paper` preset uses random crop + flip. Measured numbers: README ("Initialization memory").
+the `paper` preset uses random crop + flip. Two ablations, defaults as before: `model.sigma_w_scope`
+(sigma_w on all kernels, the hidden ones only or the head only; jaxinit.init) and `opt.muon_aux`
+(Muon's auxiliary Adam as here or as Jordan's reference configures it; jaxinit.optim).
+Measured numbers: README ("Initialization memory").
 """
 from __future__ import annotations
 
@@ -14,7 +17,7 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 
 from jaxinit.config import (ConfigError, DataConfig, ModelConfig, OptConfig, SweepConfig, TrainConfig,
-                            validate_common)
+                            check_float32, validate_common)
 
 
 @dataclass(frozen=True)
@@ -133,12 +136,19 @@ def preset(name: str) -> ForgettingConfig:
 def validate(cfg: ForgettingConfig) -> None:
     """Cheap checks before anything is written (data and model are checked again when built)."""
     from jaxinit.forgetting.memory import check_selection
-    from jaxinit.optim import resolve_setting
+    from jaxinit.init import check_sigma_w_scope
+    from jaxinit.optim import check_muon_aux, resolve_setting
     validate_common(cfg)
+    check_sigma_w_scope(cfg.model.sigma_w_scope)
+    check_muon_aux(cfg.opt.muon_aux)
     if not cfg.sweep.optimizers or len(set(cfg.sweep.optimizers)) != len(cfg.sweep.optimizers):
         raise ConfigError(f"--sweep.optimizers must list distinct setting labels, got {cfg.sweep.optimizers}")
     for label in cfg.sweep.optimizers:
-        resolve_setting(label, cfg.opt)
+        setting = resolve_setting(label, cfg.opt)
+        # per-setting entries reach float32 as opt.lr does (the message in the user's spelling: sgd=1e-46)
+        check_float32(f"opt.setting_lr={label}", setting.lr)
+        for decay in (setting.l2, setting.weight_decay):
+            check_float32(f"opt.setting_weight_decay={label}", decay)
     check_selection(cfg.analysis.selection)
     if cfg.data.dir and not Path(cfg.data.dir).expanduser().is_dir():
         raise ConfigError(f"--data.dir={cfg.data.dir}: no such directory")

@@ -8,9 +8,14 @@
 With a `workdir`, metrics rows go to `metrics.jsonl` (appended and fsync-ed per evaluation), the
 member-stacked state to orbax checkpoints (`checkpoint_every` epochs, verified on restore), and the
 summary to `summary.json` at the end; `resume=True` continues from the newest usable checkpoint,
-regenerating or refusing damaged metrics rows (`records.py`). The loop is step-major (every chunk takes
-step i before any takes step i + 1), so a SIGINT / SIGTERM (`jaxinit.interrupt`) stops at a step
-boundary with a checkpoint of that exact point; the resumed run is bit-identical to an uninterrupted one.
+regenerating or refusing damaged metrics rows (`records.py`); a finished run without checkpoints is
+re-summarised from metrics.jsonl (its `Result.states` are then the initial states). The run's
+fingerprint -- config, numeric environment and a user's ``model`` (`jaxinit.runinfo`) -- is recorded
+at the start and a resume under another one is refused in one line. The loop is step-major (every
+chunk takes step i before any takes step i + 1), so a SIGINT / SIGTERM (`jaxinit.interrupt`) stops at a
+step boundary with a checkpoint of that exact point; the resumed run is bit-identical to an
+uninterrupted one. Training and its writes are a `jaxinit.interrupt.deferred` section; set-up and
+the summary answer a signal at once where the caller asked for that (`interrupt.prompt`, the CLI).
 """
 from __future__ import annotations
 
@@ -62,7 +67,7 @@ def _registry_model(model_cfg, input_shape: tuple, n_classes: int):
     return make_model(model_cfg, input_shape, n_classes)
 
 
-_USER_MODELS: dict[int, tuple[Any, Any]] = {}
+_USER_MODELS: dict[tuple[int, str], tuple[Any, Any]] = {}
 
 
 def resolve_model(cfg, input_shape: tuple, n_classes: int, model=None) -> tuple[Any, Any]:
@@ -72,9 +77,11 @@ def resolve_model(cfg, input_shape: tuple, n_classes: int, model=None) -> tuple[
         return (cfg.model, input_shape, n_classes), _registry_model(cfg.model, input_shape, n_classes)
     if isinstance(model, Model):
         return ("model", id(model)), model
-    if id(model) not in _USER_MODELS:   # keeps the module alive, so its id stays its own
-        _USER_MODELS[id(model)] = (model, from_flax(model, input_shape, cfg.model.base_init))
-    return ("module", id(model), input_shape), _USER_MODELS[id(model)][1]
+    scope = cfg.model.sigma_w_scope
+    if (id(model), scope) not in _USER_MODELS:   # keeps the module alive, so its id stays its own
+        _USER_MODELS[id(model), scope] = (model, from_flax(model, input_shape, cfg.model.base_init,
+                                                          sigma_w_scope=scope))
+    return ("module", id(model), scope, input_shape), _USER_MODELS[id(model), scope][1]
 
 
 def has_conv(model) -> bool:
@@ -92,8 +99,7 @@ def build_sweep(cfg, model=None, ds=None, steps_per_epoch: int | None = None) ->
     times the training path on synthetic data this way)."""
     ds = distributed.replicate(data_lib.load_dataset(cfg.data) if ds is None else ds, member_mesh())
     n_train = int(ds.x_train.shape[0])
-    if cfg.train.batch_size > n_train:
-        raise ConfigError(f"--train.batch_size={cfg.train.batch_size} is larger than the training split ({n_train})")
+    _check_batch(cfg, n_train)
     spe = steps_per_epoch or data_lib.steps_per_epoch(n_train, cfg.train.batch_size)
     key, mdl = resolve_model(cfg, tuple(ds.input_shape), int(ds.n_classes), model)
     strategy = cfg.train.strategy if cfg.train.strategy != "auto" else default_strategy(has_conv(mdl))
@@ -108,6 +114,17 @@ def build_sweep(cfg, model=None, ds=None, steps_per_epoch: int | None = None) ->
     # BatchNorm calibration batch at init (step.calibrate_statistics): the first examples of the split.
     x_calib = ds.x_train[:min(n_train, 4 * cfg.train.batch_size)]
     return Sweep(ds, members, settings, groups, spe, strategy, x_calib)
+
+
+def _check_batch(cfg, n_train: int) -> None:
+    if cfg.train.batch_size > n_train:
+        raise ConfigError(f"--train.batch_size={cfg.train.batch_size} is larger than the training split ({n_train})")
+
+
+def check_setup(cfg) -> None:
+    """Every error `build_sweep` would find in the data (sizes, files) without building the sweep:
+    what ``--overwrite`` checks before it deletes a finished run."""
+    _check_batch(cfg, int(data_lib.load_dataset(cfg.data).x_train.shape[0]))
 
 
 def init_states(sweep: Sweep) -> dict[str, list]:
@@ -160,12 +177,37 @@ def config_fingerprint(cfg) -> str:
 def fit(cfg, workdir: str | Path | None = None, model=None, *, resume: bool = False, progress: bool = True) -> Result:
     """Train every member of ``cfg.sweep``; see the module docstring. ``model``: a flax module (or a
     `jaxinit.models.Model`) replacing ``cfg.model``'s registry model."""
-    from jaxinit.forgetting.sink import RunFiles
     t0 = time.perf_counter()
     sweep = build_sweep(cfg, model)
     states = init_states(sweep)
     splits = eval_splits(sweep.ds, cfg.train.eval_batch_size)
-    sink = RunFiles(Path(workdir), cfg, sweep, config_fingerprint(cfg), resume) if workdir is not None else None
+    sink = _sink(cfg, workdir, model, sweep, resume)
+    with interrupt.deferred():   # training and its writes: a signal stops at the next step boundary
+        rows, states, t_setup, epoch_times = _train(cfg, sweep, states, splits, sink, t0, progress)
+    interrupt.check()
+    summary = summarize(cfg, sweep, rows) if distributed.is_writer() else None
+    if sink is not None:
+        with interrupt.deferred():
+            sink.finish(summary)
+        interrupt.check()         # a signal during the writes: stop before anything else starts
+    timing = _timing(sweep, t0, t_setup, epoch_times)
+    return Result(summary, rows if distributed.is_writer() else None, stack(sweep.groups, states), sweep, timing)
+
+
+def _sink(cfg, workdir, model, sweep: Sweep, resume: bool):
+    """The run directory's files (None in memory), with the run's fingerprint checked or recorded."""
+    if workdir is None:
+        return None
+    from jaxinit import rundir, runinfo
+    from jaxinit.forgetting.sink import RunFiles
+    mdl = resolve_model(cfg, tuple(sweep.ds.input_shape), int(sweep.ds.n_classes), model)[1]
+    parts = {"config": to_dict(cfg), "environment": rundir.numeric_environment(),
+             "model": runinfo.describe_model(model, mdl)}
+    return RunFiles(Path(workdir), cfg, sweep, config_fingerprint(cfg), resume, parts)
+
+
+def _train(cfg, sweep: Sweep, states, splits, sink, t0: float, progress: bool):
+    """Epochs after the start (fresh or resumed) up to ``cfg.train.epochs``."""
     if sink is not None:
         epoch, step, states, rows = sink.start(states, splits)
     else:
@@ -190,11 +232,7 @@ def fit(cfg, workdir: str | Path | None = None, model=None, *, resume: bool = Fa
             bar.set_postfix(val_acc=f"{np.mean([r['val_acc'] for r in new]):.3f}")
         if sink is not None and cfg.train.checkpoint_every and (e % cfg.train.checkpoint_every == 0 or last):
             sink.save(states, e, 0)
-    summary = summarize(cfg, sweep, rows) if distributed.is_writer() else None
-    if sink is not None:
-        sink.finish(summary)
-    timing = _timing(sweep, t0, t_setup, epoch_times)
-    return Result(summary, rows if distributed.is_writer() else None, stack(sweep.groups, states), sweep, timing)
+    return rows, states, t_setup, epoch_times
 
 
 def _progress(epochs, progress: bool):

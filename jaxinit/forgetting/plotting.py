@@ -312,12 +312,22 @@ def _load_run(run_dir: str | Path) -> tuple[dict[str, Any], list[dict[str, Any]]
         summary = json.loads((d / "summary.json").read_text())
     except json.JSONDecodeError as e:
         raise ValueError(f"{d / 'summary.json'}: not JSON ({e.msg})") from None
-    if "members" not in summary:
-        raise ValueError(f"{d / 'summary.json'}: no 'members' (not a forgetting summary)")
+    _check_summary_shape(summary, d / "summary.json")
     summary.setdefault("spread", {})
     rows = read_metrics(d / "metrics.jsonl")
     check_consistent(summary, rows, str(d / "summary.json"))
     return summary, rows
+
+
+def _check_summary_shape(summary: Any, path: Path) -> None:
+    """A hand-made or foreign summary.json is one line, not a TypeError deep in a figure."""
+    if not isinstance(summary, dict) or "members" not in summary:
+        raise ValueError(f"{path}: no 'members' (not a forgetting summary)")
+    members = summary["members"]
+    if not isinstance(members, list) or not all(isinstance(m, dict) for m in members):
+        raise ValueError(f"{path}: 'members' must be a list of member objects, got {json.dumps(members)[:60]}")
+    if not isinstance(summary.get("spread", {}), dict):
+        raise ValueError(f"{path}: 'spread' must be an object of settings, got {json.dumps(summary['spread'])[:60]}")
 
 
 def _epochs_from_rows(rows: Sequence[Mapping[str, Any]]) -> int | None:
@@ -344,6 +354,16 @@ def _draw_run(run_dir: str | Path, summary: Mapping[str, Any], rows: Sequence[Ma
             plot_norm_trajectories(rows, out / "norm_trajectories.png"),
             plot_spread_vs_clocks([(Path(run_dir).name, summary, _epochs_from_rows(rows))],
                                   out / "spread_vs_clocks.png", selection, clock_basis)]
+
+
+def _record_in_runs(dirs: Sequence[str], written: Sequence[Path]) -> None:
+    """Figures redrawn into a run directory with a manifest become its own files (`jaxinit.rundir`), so a
+    later resume or --overwrite replaces them instead of keeping them as a user's."""
+    from jaxinit import rundir
+    for d in dirs:
+        inside = [p for p in written if Path(p).resolve().is_relative_to(Path(d).resolve())]
+        if inside and rundir.Manifest(d).exists():
+            rundir.record_written(Path(d), inside)
 
 
 def _parser():
@@ -383,6 +403,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             target = (Path(opts["out"]) / "spread_vs_clocks.png" if opts["out"]
                       else Path(dirs[0]) / "figures" / "spread_vs_clocks_combined.png")
             written.append(plot_spread_vs_clocks(runs, target, opts["selection"], opts["clock_basis"]))
+        _record_in_runs(dirs, written)
     except (OSError, ValueError) as e:  # ConfigError and StaleSummaryError are ValueErrors
         print(f"error: {e}", file=sys.stderr)
         return 2

@@ -8,7 +8,7 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 
-from jaxinit.config import ConfigError, DataConfig
+from jaxinit.config import ConfigError, DataConfig, check_distinct_float32, check_float32, check_values
 from jaxinit.models import activations
 
 INPUTS = ("gaussian", "digits", "mnist", "fashion_mnist", "cifar10")
@@ -127,10 +127,12 @@ PRESETS = {"smoke": SMOKE, "cpu": CPU, "paper": PAPER}
 
 def validate(cfg: IGBInitConfig) -> None:
     """One-line `ConfigError` for values that make no sense."""
+    check_values(cfg)
     g, n, p, w = cfg.grid, cfg.net, cfg.probe, cfg.width
     values = g.sigma_w2 + g.sigma_b2
     if any(not math.isfinite(v) for v in values) or min(g.sigma_w2) <= 0 or min(g.sigma_b2) < 0:
         raise ConfigError(f"--grid: sigma_w2 must be > 0 and sigma_b2 >= 0, got {g.sigma_w2} / {g.sigma_b2}")
+    check_grid_float32("grid", g.sigma_w2, g.sigma_b2)
     if unknown := set(n.models) - set(MODELS):
         raise ConfigError(f"--net.models: unknown {sorted(unknown)}; choose from {', '.join(MODELS)}")
     if unknown := set(p.inputs) - set(INPUTS):
@@ -144,6 +146,14 @@ def validate(cfg: IGBInitConfig) -> None:
     for act in (*n.mlp_acts, n.res_act, n.vit_act, n.cnn_act, w.act):
         activations.get(act)
     validate_width(w)
+
+
+def check_grid_float32(section: str, sigma_w2: tuple[float, ...], sigma_b2: tuple[float, ...]) -> None:
+    """The grid's variances scale float32 draws: each a normal float32 (or 0) and distinct there."""
+    for key, values in (("sigma_w2", sigma_w2), ("sigma_b2", sigma_b2)):
+        for v in values:
+            check_float32(f"{section}.{key}", v)
+        check_distinct_float32(f"{section}.{key}", values)
 
 
 def validate_width(w: WidthConfig) -> None:

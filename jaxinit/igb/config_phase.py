@@ -7,7 +7,7 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 
-from jaxinit.config import ConfigError
+from jaxinit.config import ConfigError, check_values
 
 PANELS = ("relu", "tanh", "relu+maxpool", "tanh+maxpool", "relu+avgpool", "tanh+avgpool")
 
@@ -77,7 +77,9 @@ PRESETS = {"cpu": PhaseDiagramConfig(), "smoke": SMOKE}
 
 def validate(cfg: PhaseDiagramConfig) -> None:
     """One-line `ConfigError` for values that make no sense."""
+    from jaxinit import budget
     from theory import activations
+    check_values(cfg)
     g, p, t = cfg.grid, cfg.plot, cfg.timing
     if g.n < 2 or g.depth < 1 or not (g.sigma_w2_max > 0 and math.isfinite(g.sigma_w2_max)):
         raise ConfigError("--grid: n >= 2, depth >= 1 and a finite sigma_w2_max > 0 required")
@@ -92,3 +94,6 @@ def validate(cfg: PhaseDiagramConfig) -> None:
         raise ConfigError("--plot: eoc_tol >= 0, layers_depth >= 1, layers_sigma_b2 >= 0, layers_sigma_w2 > 0")
     if t.n < 1 or t.depth < 1 or t.baseline_points < 1 or t.repeats < 1:
         raise ConfigError("--timing: n, depth, baseline_points and repeats must be >= 1")
+    budget.check_phase_grid("grid.n", g.n, len(p.acts))
+    if t.enabled:
+        budget.check_phase_grid("timing.n", t.n, 1)

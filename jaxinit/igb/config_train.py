@@ -12,7 +12,7 @@ from typing import Annotated
 
 import tyro
 
-from jaxinit.config import ConfigError, DataConfig
+from jaxinit.config import ConfigError, DataConfig, check_distinct_float32, check_float32, check_values
 
 ACTS = ("tanh", "relu")
 OPTIMIZERS = ("sgd", "momentum", "adam")
@@ -149,6 +149,8 @@ PRESETS = {"smoke": SMOKE, "cpu": CPU, "paper": PAPER}
 
 def validate(cfg: IGBTrainConfig) -> None:
     """One-line `ConfigError` for values that make no sense (unknown optimizer, depth < 1, width < 1, ...)."""
+    from jaxinit.igb.config_init import check_grid_float32
+    check_values(cfg)
     n, p, g, lr, t = cfg.net, cfg.phases, cfg.grid, cfg.lr, cfg.train
     if unknown := set(n.acts) - set(ACTS):
         raise ConfigError(f"--net.acts: unknown {sorted(unknown)}; choose from {', '.join(ACTS)}")
@@ -163,6 +165,8 @@ def validate(cfg: IGBTrainConfig) -> None:
     finite = lambda vs: all(math.isfinite(v) for v in vs)
     if not finite(g.sigma_w2 + g.sigma_b2 + (p.sigma_b2,)) or min(g.sigma_w2) <= 0 or min(g.sigma_b2 + (p.sigma_b2,)) < 0:
         raise ConfigError("--grid / --phases: sigma_w2 must be > 0 and sigma_b2 >= 0 (finite)")
+    check_grid_float32("grid", g.sigma_w2, g.sigma_b2)
+    check_float32("phases.sigma_b2", p.sigma_b2)
     if not (0 < p.ordered_factor < 1 and p.chaotic_factor > 1 and p.neutral_factor > 1):
         raise ConfigError("--phases: ordered_factor in (0, 1), chaotic_factor and neutral_factor > 1")
     if min(p.seeds, t.steps, t.batch_size, t.eval_every, t.phase_res, lr.sweep_steps, lr.sweep_seeds) < 1:
@@ -172,5 +176,8 @@ def validate(cfg: IGBTrainConfig) -> None:
     for name in t.optimizers:
         if not getattr(lr, name) or not all(math.isfinite(v) and v > 0 for v in getattr(lr, name)):
             raise ConfigError(f"--lr.{name}: learning rates must be finite and > 0, got {getattr(lr, name)}")
+        for v in getattr(lr, name):
+            check_float32(f"lr.{name}", v)
+        check_distinct_float32(f"lr.{name}", getattr(lr, name))
     if not 0 < t.target_acc <= 1 or not 0 < t.absorbed_fmax <= 1:
         raise ConfigError("--train: target_acc and absorbed_fmax in (0, 1]")

@@ -25,7 +25,7 @@ from jaxinit import files
 from jaxinit.igb.config_phase import GridConfig, PhaseDiagramConfig
 from jaxinit.igb.phase_baseline import baseline_point
 
-PHASE_COLORS = ("#3b6fb6", "#2ca02c", "#d62728", "#ff9f40", "#f2e35c")   # codes 0..4
+PHASE_COLORS = ("#3b6fb6", "#2ca02c", "#d62728", "#ff9f40", "#f2e35c", "#9467bd")   # codes 0..5 (theory.phase)
 TITLES = {"relu": "ReLU", "tanh": "Tanh", "relu+maxpool": "ReLU+Max", "tanh+maxpool": "Tanh+Max",
           "relu+avgpool": "ReLU+Avg", "tanh+avgpool": "Tanh+Avg"}
 FIELDS = ("phase", "chi1", "chi1_tilde", "q_star", "c_star", "c_depth", "gamma_depth")
@@ -129,7 +129,7 @@ def panel_figures(data: dict, cfg: PhaseDiagramConfig) -> dict[str, Figure]:
 
 
 def _panel(ax, data, act, w, b):
-    cmap, norm = ListedColormap(PHASE_COLORS), BoundaryNorm(np.arange(-0.5, 5.5), 5)
+    cmap, norm = ListedColormap(PHASE_COLORS), BoundaryNorm(np.arange(-0.5, len(PHASE_COLORS)), len(PHASE_COLORS))
     ax.pcolormesh(w, b, data[key(act, "phase")].T, cmap=cmap, norm=norm, shading="nearest", rasterized=True)
     fwd, grad, neu = (data[key(act, k)] for k in ("eoc_forward", "eoc_gradient", "neutrality"))
     ax.plot(fwd, b, "k-", lw=1.6, label="EOC (chi1~ = 1)")
@@ -188,9 +188,35 @@ def plot_layers(data: dict, cfg: PhaseDiagramConfig) -> Figure:
 
 
 def save(result: PhaseDiagramResult, cfg: PhaseDiagramConfig, out: Path) -> list[Path]:
-    """phase_diagram.npz, timing.json, figures/*.png under ``out`` (atomically)."""
-    files.save_npz(Path(out) / "phase_diagram.npz", **result.data)
+    """phase_diagram.npz, timing.json, figures/*.png under ``out`` (atomically, recorded in its manifest)."""
+    from jaxinit.rundir import Manifest
+    run = Manifest(out)
+    run.save_npz(Path(out) / "phase_diagram.npz", result.data)
     if result.timing is not None:
-        files.write_json(Path(out) / "timing.json", result.timing)
-    return [files.save_figure(fig, Path(out) / "figures" / f"{name}.png", dpi=130)
-            for name, fig in panel_figures(result.data, cfg).items()]
+        run.write_json(Path(out) / "timing.json", result.timing)
+    return _save_figures(result.data, cfg, out)
+
+
+def _save_figures(data: dict, cfg: PhaseDiagramConfig, out: Path) -> list[Path]:
+    from jaxinit.rundir import Manifest
+    run = Manifest(out)
+    return [run.save_figure(fig, Path(out) / "figures" / f"{name}.png", dpi=130)
+            for name, fig in panel_figures(data, cfg).items()]
+
+
+def replot(out: Path) -> list[Path]:
+    """(``--replot DIR``) The figures again from ``DIR/phase_diagram.npz`` and ``DIR/config.json``."""
+    from jaxinit.config import ConfigError, from_dict
+    from jaxinit.rundir import read_saved_config
+    out = Path(out)
+    try:
+        cfg = from_dict(PhaseDiagramConfig, read_saved_config(out))
+    except (TypeError, ValueError, KeyError) as err:
+        raise ConfigError(f"--replot {files.safe_path(out)}: config.json is not a phase-diagram config "
+                          f"({type(err).__name__})") from None
+    data = files.load_npz(out / "phase_diagram.npz")
+    try:
+        return _save_figures(data, cfg, out)
+    except (KeyError, IndexError, ValueError) as err:
+        raise ConfigError(f"--replot {files.safe_path(out)}: phase_diagram.npz does not hold the arrays of "
+                          f"this config ({type(err).__name__}: {str(err)[:80]}); rerun the experiment") from None

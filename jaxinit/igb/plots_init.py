@@ -16,6 +16,7 @@ from matplotlib import colormaps
 from matplotlib.figure import Figure
 from matplotlib.ticker import NullFormatter, ScalarFormatter
 
+from jaxinit.igb import results as results_schema
 from jaxinit.igb import sink
 from jaxinit.igb.probe import GROUPS
 from jaxinit.igb.study_init import WIDTH_CASE
@@ -23,7 +24,11 @@ from jaxinit.igb.study_init import WIDTH_CASE
 
 def plot_init_results(out: Path) -> list[Path]:
     """Every figure from ``out/results/*.npz``, written to ``out/figures``."""
-    return sink.save_figures(init_figures(sink.load_results(out)), Path(out) / "figures")
+    cases = sink.load_results(out)
+    results_schema.check_init(cases)
+    with results_schema.reading(f"--replot {Path(out)}"):
+        figures = init_figures(cases)
+    return sink.save_figures(figures, Path(out) / "figures")
 
 
 def init_figures(cases: dict[str, dict]) -> dict[str, Figure]:

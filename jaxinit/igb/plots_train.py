@@ -18,6 +18,7 @@ from matplotlib.colors import ListedColormap
 from matplotlib.figure import Figure
 from matplotlib.ticker import NullFormatter, ScalarFormatter
 
+from jaxinit.igb import results as results_schema
 from jaxinit.igb import sink, stats
 from jaxinit.igb.phases import PHASES
 
@@ -27,8 +28,11 @@ OPT_STYLES = {"sgd": "-", "momentum": ":", "adam": "--"}
 
 def plot_train_results(out: Path) -> list[Path]:
     """Every figure from ``out/results/*.npz`` and the run's config.json, written to ``out/figures``."""
-    train_cfg = json.loads((Path(out) / "config.json").read_text())["train"]
-    figures = train_figures(sink.load_results(out), train_cfg["target_acc"], train_cfg["absorbed_fmax"])
+    runs = sink.load_results(out)
+    results_schema.check_train(runs)
+    with results_schema.reading(f"--replot {Path(out)}"):
+        train_cfg = json.loads((Path(out) / "config.json").read_text())["train"]
+        figures = train_figures(runs, train_cfg["target_acc"], train_cfg["absorbed_fmax"])
     return sink.save_figures(figures, Path(out) / "figures")
 
 

@@ -3,7 +3,8 @@
 The library's runs (`probe_init`, `train_phases`) compute in memory; the experiments pass these
 helpers as callbacks so that every finished case lands in ``DIR/results/<name>.npz`` at once
 (atomically, `jaxinit.files`), and ``--resume`` / ``--replot`` read them back (`load_results`; a
-0-byte or truncated file is one `ConfigError` line).
+0-byte or truncated file is one `ConfigError` line). Every file is written through the run's
+manifest (`jaxinit.rundir.Manifest`): recorded with its digest, never through a symlink out of the run.
 """
 from __future__ import annotations
 
@@ -16,6 +17,7 @@ from typing import Any, Callable
 import numpy as np
 
 from jaxinit import files
+from jaxinit.rundir import Manifest
 
 
 def json_safe(obj: Any) -> Any:
@@ -42,7 +44,7 @@ def results_dir(out: Path) -> Path:
 def saver(out: Path) -> Callable[[str, dict], None]:
     """A callback ``(name, arrays)`` that writes ``out/results/<name>.npz`` atomically."""
     def save(name: str, arrays: dict) -> None:
-        files.save_npz(results_dir(out) / f"{name}.npz", **arrays)
+        Manifest(out).save_npz(results_dir(out) / f"{name}.npz", arrays)
     return save
 
 
@@ -77,6 +79,8 @@ def progress_bar(total: int, desc: str, enabled: bool | None = None):
 
 
 def save_figures(figures: dict[str, Any], fig_dir: Path) -> list[Path]:
-    """Write matplotlib ``Figure`` objects as ``fig_dir/<name>.png`` (atomically)."""
-    return [files.save_figure(fig, Path(fig_dir) / f"{name}.png", dpi=110, bbox_inches="tight")
+    """Write matplotlib ``Figure`` objects as ``fig_dir/<name>.png`` (atomically), recorded in the
+    manifest of the run ``fig_dir`` belongs to (its parent)."""
+    run = Manifest(Path(fig_dir).parent)
+    return [run.save_figure(fig, Path(fig_dir) / f"{name}.png", dpi=110, bbox_inches="tight")
             for name, fig in figures.items()]

@@ -19,6 +19,7 @@ import numpy as np
 
 from jaxinit.config import ConfigError
 from jaxinit.igb import sink, nets, predict, probe, width
+from jaxinit.igb import results as results_schema
 from jaxinit.igb.config_init import INPUTS, IGBInitConfig, NetConfig
 from jaxinit.models.cnn import CNN
 from jaxinit.models.deep import DeepMLP
@@ -128,6 +129,7 @@ def probe_init(cfg: IGBInitConfig, on_case: Callable[[str, dict], None] | None =
                cached: dict[str, dict] | None = None, progress: bool | None = None) -> InitResult:
     """Every case of ``cfg`` (see the module docstring); writes nothing itself."""
     cached = cached or {}
+    results_schema.check_init(cached)   # a saved case of another shape is refused before any work
     k_inputs, k_draws, k_theory, k_width = jax.random.split(jax.random.key(cfg.probe.seed), 4)
     cases, skipped, seconds = {}, {}, {}
     n_cases = len(cfg.net.models) + (len(cfg.net.mlp_acts) - 1 if "mlp" in cfg.net.models else 0)

@@ -22,6 +22,7 @@ import jax.numpy as jnp
 import numpy as np
 
 from jaxinit.igb import sink, nets, phases, summary_train, train
+from jaxinit.igb import results as results_schema
 from jaxinit.igb.config_train import ACTS, IGBTrainConfig
 from jaxinit.models.deep import DeepMLP
 
@@ -141,6 +142,7 @@ def train_phases(cfg: IGBTrainConfig, on_result: Callable[[str, dict], None] | N
                  cached: dict[str, dict] | None = None, progress: bool | None = None) -> TrainResult:
     """Every (activation, depth, optimizer) run of ``cfg`` (see the module docstring); writes nothing itself."""
     cached = cached or {}
+    results_schema.check_train(cached)   # a saved run of another shape is refused before any work
     data, n_classes, _ = load_data(cfg)
     root = jax.random.key(cfg.train.seed)
     results, seconds = {}, {}

@@ -9,7 +9,7 @@ shape, channels last (``(28, 28, 1)``, ``(40, 1)``, ``(64,)``).
 Adding a model: write a flax module whose ``__call__(x, train: bool = False)`` returns logits, name every
 conv/dense weight ``"kernel"`` with layout ``(*window, in, out)`` (flax's Dense and Conv do; so
 `jaxinit.init` scales it by ``sigma_w``) and the classifier sub-module ``"head"`` (Muon sends it to its
-Adam branch); add ``make_<name>(cfg, input_shape, n_classes) -> nn.Module`` and one
+Adam branch; ``model.sigma_w_scope`` tells it from the hidden kernels); add ``make_<name>(cfg, input_shape, n_classes) -> nn.Module`` and one
 ``"module:function"`` line to `BUILDERS` (a trailing ``:<int>`` is passed as ``depth=``). Builders are
 imported on first use; a builder that does not import is a one-line `ConfigError`. A module of one's
 own needs no registration: ``from_flax(module, input_shape)``.
@@ -48,8 +48,10 @@ def make_module(cfg: ModelConfig, input_shape: tuple, n_classes: int) -> nn.Modu
 
 
 def make_model(cfg: ModelConfig, input_shape: tuple, n_classes: int) -> Model:
-    """`make_module` seen as ``(init, apply)``: kernels are ``sigma_w`` x ``cfg.base_init`` draws."""
-    return from_flax(make_module(cfg, input_shape, n_classes), tuple(input_shape), cfg.base_init)
+    """`make_module` seen as ``(init, apply)``: kernels (those of ``cfg.sigma_w_scope``) are ``sigma_w`` x
+    ``cfg.base_init`` draws."""
+    return from_flax(make_module(cfg, input_shape, n_classes), tuple(input_shape), cfg.base_init,
+                     sigma_w_scope=cfg.sigma_w_scope)
 
 
 def _builder(name: str) -> Callable[..., nn.Module]:

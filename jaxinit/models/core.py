@@ -62,22 +62,26 @@ def _template(module, input_shape: tuple) -> dict:
 _cached_template = functools.lru_cache(maxsize=32)(_template)
 
 
-def from_flax(module, input_shape: tuple, base_init: str = "he_normal", bias_init: str = "zeros") -> Model:
+def from_flax(module, input_shape: tuple, base_init: str = "he_normal", bias_init: str = "zeros",
+              sigma_w_scope: str = "all") -> Model:
     """`Model` of a flax linen module whose ``__call__(x, train: bool = False)`` returns logits.
 
     ``base_init``: the kernels' base initializer (`jaxinit.init.BASE_INITS`), multiplied by ``sigma_w``.
     ``bias_init``: ``"zeros"`` (the forgetting study) or ``"normal"`` (mean-field convention: biases
-    N(0, 1) x ``sigma_b``). Other parameters keep the module's own initial values.
+    N(0, 1) x ``sigma_b``). ``sigma_w_scope``: the kernels ``sigma_w`` multiplies, ``"all"``, ``"hidden"``
+    or ``"head"`` (`jaxinit.init`; the last two need the classifier sub-module named ``head``). Other
+    parameters keep the module's own initial values.
     """
     init_lib.check_base_init(base_init)
     init_lib.check_bias_init(bias_init)
     template = template_variables(module, tuple(input_shape))
     params_t = template.get("params", {})
     state_t = {k: v for k, v in template.items() if k != "params"}
+    init_lib.check_head(params_t, sigma_w_scope)
 
     def init(key: jax.Array, sigma_w: jax.Array | float = 1.0, sigma_b: jax.Array | float | None = None):
         params = init_lib.base_draw(key, params_t, base_init, bias_init)
-        return init_lib.scale_params(params, sigma_w, sigma_b), jax.tree.map(jnp.asarray, state_t)
+        return init_lib.scale_params(params, sigma_w, sigma_b, sigma_w_scope), jax.tree.map(jnp.asarray, state_t)
 
     def apply(params, state, x, *, train: bool):
         variables = {"params": params, **state}
