@@ -29,7 +29,7 @@ from jaxinit import cli, rundir
 from jaxinit.igb import sink
 from jaxinit.igb.config_train import PRESETS, IGBTrainConfig, validate
 from jaxinit.igb.plots_train import plot_train_results as plot_all
-from jaxinit.igb.study_train import train_phases
+from jaxinit.igb.study_train import check_setup as prepare, train_phases
 
 
 def main(cfg: IGBTrainConfig, out: Path, resume: bool) -> None:
@@ -53,4 +53,4 @@ def main(cfg: IGBTrainConfig, out: Path, resume: bool) -> None:
 
 if __name__ == "__main__":
     sys.exit(cli.run_experiment("experiments.igb_train", __doc__, IGBTrainConfig, PRESETS, "cpu", main,
-                                "runs/igb_train_cpu", validate, replot=plot_all))
+                                "runs/igb_train_cpu", validate, replot=plot_all, prepare=prepare))

@@ -17,7 +17,8 @@ CONFIGS = {igb_init: (config_init.IGBInitConfig, config_init.PRESETS, config_ini
 def _run(module, argv):
     cls, presets, validate = CONFIGS[module]
     return cli.run_experiment(f"experiments.{module.__name__.split('.')[-1]}", module.__doc__, cls, presets, "cpu",
-                              module.main, "unused", validate, argv=argv, replot=module.plot_all)
+                              module.main, "unused", validate, argv=argv, replot=module.plot_all,
+                              prepare=getattr(module, "prepare", None))
 
 
 @pytest.fixture(scope="module")
@@ -160,3 +161,18 @@ def test_notebook_api_runs_in_memory_and_writes_no_file(tmp_path, monkeypatch, t
     assert {"fmax_sgd", "verdict"} <= set(figures)
     init = igb.probe_init(igb.init_preset("smoke"))
     assert "width" in init.cases and os.listdir(tmp_path) == []
+
+
+def test_an_igb_train_overwrite_that_cannot_start_leaves_the_finished_run_byte_identical(train_run, tmp_path,
+                                                                                         capsys):
+    """Issue "Never lose a run, round two", item 2: the data error is found before anything is deleted."""
+    import shutil
+    run = tmp_path / "run"
+    shutil.copytree(train_run, run)
+    before = {p.relative_to(run): p.read_bytes() for p in sorted(run.rglob("*")) if p.is_file() and p.name != ".lock"}
+    capsys.readouterr()
+    assert _run(igb_train, ["--preset", "smoke", "--out", str(run), "--overwrite", "--data.n_val=100000"]) == 2
+    err = capsys.readouterr().err
+    assert err.startswith("error: ") and err.count("\n") == 1
+    after = {p.relative_to(run): p.read_bytes() for p in sorted(run.rglob("*")) if p.is_file() and p.name != ".lock"}
+    assert after == before

@@ -56,6 +56,12 @@ def load_data(cfg: IGBTrainConfig) -> tuple[dict, int, tuple]:
     return data, ds.n_classes, (data["x_train"].shape[1],)
 
 
+def check_setup(cfg: IGBTrainConfig) -> None:
+    """Every error `load_data` would find (data sizes, files) before anything is trained: what
+    ``--overwrite`` checks before it deletes a finished run."""
+    load_data(cfg)
+
+
 def _members(sigma_w2, sigma_b2, seed, lr) -> train.Members:
     as32 = lambda v: jnp.asarray(np.asarray(v, float), jnp.float32)
     return train.Members(as32(sigma_w2), as32(sigma_b2), jnp.asarray(np.asarray(seed), jnp.int32), as32(lr))
