@@ -111,6 +111,11 @@ def test_members_are_phase_points_then_grid_for_the_first_optimizer_only():
                                               "neutrality"]
     assert m["sigma_w2"][1] == pytest.approx(1.986073, rel=1e-5)      # THEORY.md oracle at sigma_b2 = 0.1
     np.testing.assert_allclose(m["chi1_pow"][1], 1.0, atol=1e-6)     # the EOC: chi_1 = 1
+    # the theory a measured factor is compared with follows q_1 = sigma_w2 + sigma_b2 down to q*: below chi_1^2
+    from theory import meanfield as mf
+    np.testing.assert_allclose(m["backward_product"], mf.backward_product(m["sigma_w2"], m["sigma_b2"], "tanh", 3),
+                               rtol=1e-12)
+    assert m["backward_product"][1] < 0.95
     assert (m["lr"] == 0.05).all()
     assert study_train.build_members("tanh", 5, "sgd", 0.05, cfg)["role"].tolist()[-1] == "neutrality"   # no grid at 5
     assert "grid" not in study_train.build_members("tanh", 3, "adam", 1e-3, cfg)["role"].tolist()

@@ -44,3 +44,12 @@ def backward_factor(act: str, sigma_w2, sigma_b2, n_layers: int) -> np.ndarray:
     """chi_1^n_layers: the mean-field factor by which E[delta^2] shrinks (< 1) or grows over `n_layers`."""
     from theory import meanfield as mf
     return np.asarray(mf.chi1(np.asarray(sigma_w2, float), np.asarray(sigma_b2, float), act), float) ** n_layers
+
+
+def backward_product(act: str, sigma_w2, sigma_b2, depth: int) -> np.ndarray:
+    """The mean-field `E|delta_1|^2 / E|delta_L|^2` of a depth-`depth` net along its actual `q_l`
+    (`theory.meanfield.backward_product`, inputs with `q0 = 1`): what a measured backward factor is compared
+    with. `backward_factor` above (`chi_1^(L-1)` at `q*`) ignores the transient of `q_l`; for tanh it is
+    1.4-2x this product at the phase points (README, "Theory")."""
+    from theory import meanfield as mf
+    return np.asarray(mf.backward_product(np.asarray(sigma_w2, float), np.asarray(sigma_b2, float), act, depth), float)

@@ -98,7 +98,8 @@ def build_members(act: str, depth: int, optimizer: str, lr: float, cfg: IGBTrain
     sw, sb = np.array(sw, float), np.array(sb, float)
     return {"role": np.array(role), "sigma_w2": sw, "sigma_b2": sb, "seed": np.array(seed, np.int32),
             "lr": np.full(len(rows), lr), "theory_phase": np.array(phases.theory_phase_names(act, sw, sb, depth)),
-            "chi1_pow": phases.backward_factor(act, sw, sb, depth - 1)}
+            "chi1_pow": phases.backward_factor(act, sw, sb, depth - 1),
+            "backward_product": phases.backward_product(act, sw, sb, depth)}
 
 
 def train_run(act: str, depth: int, optimizer: str, cfg: IGBTrainConfig, data: dict, n_classes: int, key,

@@ -60,7 +60,9 @@ def _phase_row(r: dict, idx: np.ndarray, reach, absorbed) -> dict[str, Any]:
             "final_test_fmax_mean": float(r["test_fmax"][-1, idx].mean()),
             "final_worst_class_acc_mean": float(worst.mean()),
             "grad_factor_measured": grad_factor(r["init_signal"][idx]).tolist(),
-            "grad_factor_theory": float(r["chi1_pow"][idx[0]]),
+            # theory along the actual q_l (results saved before it existed: None); chi_1^(L-1) at q* beside it
+            "grad_factor_theory": float(r["backward_product"][idx[0]]) if "backward_product" in r else None,
+            "grad_factor_chi1_pow": float(r["chi1_pow"][idx[0]]),
             "diverged": int((~r["alive"][-1, idx]).sum())}
 
 
