@@ -9,10 +9,9 @@ from __future__ import annotations
 import math
 import os
 
-from jaxinit.config import ConfigError
+from jaxinit.config import INT32_MAX, ConfigError
 
 GB = 1e9
-INT32_MAX = 2**31 - 1
 # mnist1d's generator makes ~3,000 samples/s on one core of the 2-core CPU (measured: 20,000 in 7.5 s),
 # so 10**6 samples are ~6 min; more would grind for hours before the first step.
 MNIST1D_MAX_SAMPLES = 10**6

@@ -82,7 +82,3 @@ def plan_rows(rows: list[dict], n_members: int, ckpt_epoch: int, regenerated: se
     keep = [r for (e, m), r in by_key.items() if e <= ckpt_epoch and e not in regenerated]
     return sorted(keep, key=lambda r: (int(r["epoch"]), int(r["member"])))
 
-
-def rewrite(path: Path, rows: list[dict]) -> None:
-    """Replace the file by exactly these rows (atomic)."""
-    files.write_jsonl(path, rows)
