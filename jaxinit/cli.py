@@ -249,16 +249,13 @@ def _run_main(main, cfg, out: Path, resume: bool, wrote_config: bool, writer: bo
         _stamp_provenance(out, resume, "finished")
 
 
-_START_FILES = {"config.json", rundir.FINGERPRINT}
-
-
 def _only_config(out: Path) -> bool:
-    return {p.name for p in out.iterdir()} <= _START_FILES | {rundir.LOCK, rundir.MANIFEST}
+    return {p.name for p in out.iterdir()} <= rundir.START_FILES | {rundir.LOCK, rundir.MANIFEST}
 
 
 def _remove_fresh_start(out: Path) -> None:
     manifest = rundir.Manifest(out)
-    for name in _START_FILES:
+    for name in rundir.START_FILES:
         (out / name).unlink(missing_ok=True)
         if manifest.exists():
             manifest.forget(name)

@@ -122,6 +122,28 @@ def _umask() -> int:
     return mask
 
 
+def json_text(data: Any) -> str:
+    """Sorted, indented JSON and a newline; NaN / infinity are refused (they are not JSON)."""
+    return json.dumps(data, indent=2, sort_keys=True, allow_nan=False) + "\n"
+
+
+def jsonl_text(rows: list[dict]) -> str:
+    """One sorted JSON object a line."""
+    return "".join(json.dumps(r, sort_keys=True, allow_nan=False) + "\n" for r in rows)
+
+
+def write_npz(file: Any, named: Mapping[str, Any] | None, arrays: Mapping[str, Any]) -> None:
+    """`np.savez` of ``named`` and ``arrays`` together into an open binary file."""
+    np.savez(file, **{**(named or {}), **arrays})
+
+
+def figure_bytes(fig: Any, path: Path | str, **kwargs: Any) -> bytes:
+    """``fig.savefig`` into memory, in the format of ``path``'s suffix (png if none)."""
+    buf = io.BytesIO()
+    fig.savefig(buf, format=Path(path).suffix.lstrip(".") or "png", **kwargs)
+    return buf.getvalue()
+
+
 def write_text(path: Path | str, text: str, *, root: Path | str | None = None) -> None:
     with atomic_path(path, root=root) as tmp:
         tmp.write_text(text)
@@ -129,11 +151,11 @@ def write_text(path: Path | str, text: str, *, root: Path | str | None = None) -
 
 def write_json(path: Path | str, data: Any, *, root: Path | str | None = None) -> None:
     """Sorted, indented JSON; NaN / infinity are refused (they are not JSON): pass None instead."""
-    write_text(path, json.dumps(data, indent=2, sort_keys=True, allow_nan=False) + "\n", root=root)
+    write_text(path, json_text(data), root=root)
 
 
 def write_jsonl(path: Path | str, rows: list[dict], *, root: Path | str | None = None) -> None:
-    write_text(path, "".join(json.dumps(r, sort_keys=True, allow_nan=False) + "\n" for r in rows), root=root)
+    write_text(path, jsonl_text(rows), root=root)
 
 
 def save_npz(path: Path | str, named: Mapping[str, Any] | None = None, /, *, root: Path | str | None = None,
@@ -144,7 +166,7 @@ def save_npz(path: Path | str, named: Mapping[str, Any] | None = None, /, *, roo
     """
     with atomic_path(path, root=root) as tmp:
         with open(tmp, "wb") as f:
-            np.savez(f, **{**(named or {}), **arrays})
+            write_npz(f, named, arrays)
 
 
 def load_npz(path: Path | str) -> dict[str, np.ndarray]:
@@ -162,7 +184,5 @@ def save_figure(fig: Any, path: Path | str, *, root: Path | str | None = None, *
     """``fig.savefig`` through a temporary file; the format comes from ``path``'s suffix."""
     path = Path(path)
     with atomic_path(path, root=root) as tmp:
-        buf = io.BytesIO()
-        fig.savefig(buf, format=path.suffix.lstrip(".") or "png", **kwargs)
-        tmp.write_bytes(buf.getvalue())
+        tmp.write_bytes(figure_bytes(fig, path, **kwargs))
     return path

@@ -270,9 +270,7 @@ class Manifest:
         sha = files.sha256_file(self.out / rel) if digest else None
 
         def change(entries):
-            parts = rel.split("/")
-            for k in range(1, len(parts)):
-                entries.setdefault("/".join(parts[:k]), {"kind": "dir"})
+            _add_parents(entries, rel)
             entries[rel] = {"kind": kind, **({"sha256": sha} if sha else {})}
         self._update(change)
         return rel
@@ -289,22 +287,10 @@ class Manifest:
             return True
         return _owned_by(self.entries(), rel) is not None
 
-    def owned_paths(self) -> list[Path]:
-        """Every recorded path (absolute, sorted), whether or not it exists now."""
-        return [self.out / rel for rel in sorted(self.entries())]
-
     def modified(self) -> list[str]:
         """Recorded files whose bytes match neither their digest nor the one being written."""
         return [rel for rel, e in sorted(self.entries().items())
                 if e["kind"] == "file" and _is_file(self.out / rel) and not _digest_ok(self.out / rel, e)]
-
-    def adopt_legacy(self) -> list[str]:
-        """Start a manifest from the name rule (a run made before manifests); returns what it adopted."""
-        if self.exists():
-            return []
-        owned = _legacy(self.out)[0]
-        self._save(owned)
-        return sorted(owned)
 
     # ------------------------------------------------------------------ writers
     @contextlib.contextmanager
@@ -331,31 +317,32 @@ class Manifest:
 
     def write_json(self, path: Path | str, data: Any, *, digest: bool = True) -> None:
         """`files.write_json`, recorded (``digest=False`` for a file users may edit, e.g. config.json)."""
-        self.write_text(path, json.dumps(data, indent=2, sort_keys=True, allow_nan=False) + "\n", digest=digest)
+        self.write_text(path, files.json_text(data), digest=digest)
 
     def write_jsonl(self, path: Path | str, rows: list[dict], *, digest: bool = True) -> None:
-        self.write_text(path, "".join(json.dumps(r, sort_keys=True, allow_nan=False) + "\n" for r in rows),
-                        digest=digest)
+        self.write_text(path, files.jsonl_text(rows), digest=digest)
 
     def save_npz(self, path: Path | str, named: Mapping[str, Any] | None = None, /, **arrays: Any) -> None:
-        import numpy as np
         with self.writing(path) as tmp, open(tmp, "wb") as f:
-            np.savez(f, **{**(named or {}), **arrays})
+            files.write_npz(f, named, arrays)
 
     def save_figure(self, fig: Any, path: Path | str, **kwargs: Any) -> Path:
-        import io
-        buf = io.BytesIO()
-        fig.savefig(buf, format=Path(path).suffix.lstrip(".") or "png", **kwargs)
+        data = files.figure_bytes(fig, path, **kwargs)   # drawn before the entry is declared
         with self.writing(path) as tmp:
-            tmp.write_bytes(buf.getvalue())
+            tmp.write_bytes(data)
         return self.out / self.rel(path)
+
+
+def _add_parents(entries: dict[str, dict], rel: str) -> None:
+    """The folders above ``rel`` become ``dir`` entries (kept as they are if recorded already)."""
+    parts = rel.split("/")
+    for k in range(1, len(parts)):
+        entries.setdefault("/".join(parts[:k]), {"kind": "dir"})
 
 
 def _declare(entries: dict[str, dict], rel: str, current: str | None) -> None:
     """Record ``rel`` as a file about to be written, keeping the digest of the bytes it holds now."""
-    parts = rel.split("/")
-    for k in range(1, len(parts)):
-        entries.setdefault("/".join(parts[:k]), {"kind": "dir"})
+    _add_parents(entries, rel)
     old = entries.get(rel, {})
     sha = current if current is not None and current == old.get("pending") else old.get("sha256")
     entries[rel] = {"kind": "file", **({"sha256": sha} if sha else {})}
@@ -673,5 +660,5 @@ def _read_run_json(run_json: Path) -> dict:
 
 
 # The fingerprint and run.json helpers live in their own module (this one is long enough); importable from here.
-from jaxinit.runinfo import (FINGERPRINT, check_fingerprint, describe_model, read_fingerprint,  # noqa: E402
-                             record_written, start_fingerprint, write_run_info)
+from jaxinit.runinfo import (FINGERPRINT, START_FILES, check_fingerprint, describe_model,  # noqa: E402
+                             read_fingerprint, record_written, start_fingerprint, write_run_info)

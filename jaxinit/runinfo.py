@@ -25,6 +25,8 @@ from jaxinit.config import ConfigError
 from jaxinit.files import safe_path
 
 FINGERPRINT = "fingerprint.json"
+# What the CLI writes into a run directory before the experiment starts (removed again if set-up refuses it).
+START_FILES = frozenset({"config.json", FINGERPRINT})
 _WHAT = {"config": "its files belong to another config than the one given",
          "config.json": "config.json differs from the one the run started with",
          "environment": "the numeric environment differs from the one the run started with",

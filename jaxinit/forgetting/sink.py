@@ -26,10 +26,10 @@ from jaxinit.config import ConfigError
 from jaxinit.forgetting import records
 from jaxinit.forgetting.evaluate import evaluate_all
 from jaxinit.forgetting.members import stack, unstack
-from jaxinit.rundir import FINGERPRINT, LOCK, MANIFEST, Manifest, foreign_entries
+from jaxinit.rundir import LOCK, MANIFEST, START_FILES, Manifest, foreign_entries
 
 # What a fresh run may find in its directory (the CLI wrote them before calling `fit`).
-FRESH_OK = {"config.json", LOCK, MANIFEST, FINGERPRINT}
+FRESH_OK = START_FILES | {LOCK, MANIFEST}
 # The files a run writes at its top (a user's file of that name would be overwritten).
 WRITES = {"metrics.jsonl", "summary.json", "run.json"}
 
