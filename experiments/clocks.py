@@ -8,6 +8,8 @@ sweep continues with --resume (or by running the same command again).
 
     python -m experiments.clocks                           # cpu preset (README: "Which clock?")
     python -m experiments.clocks --preset smoke --out /tmp/c
+    python -m experiments.clocks --preset clock_test       # T_SGD against sum eta (README: "The clock test")
+    python -m experiments.clocks --preset adaptive_test    # Adam and Muon on T_adapt against T_update
     python -m experiments.clocks --preset paper --data.dir=DIR     # accelerator
 
 Writes DIR/clocks.jsonl (one line per point: setting, clock, clock_value at the selected epoch,
@@ -15,14 +17,19 @@ clock_value_end, spread_pp, spread_ci95, spread_pp_interpolated, n_seeds, lr, we
 batch_size, epochs, and the kernel-norm growth against its random-walk prediction), DIR/summary.json
 (the lines and the verdicts per family: where the spread falls below half of low-LR SGD's and below
 5 pp, and how far apart the families' curves are where their clocks overlap) and DIR/figures/
-(spread_vs_own_clock.png, norm_growth.png, norms_<family>.png). Library: `jaxinit.forgetting.clocks`.
+(spread_vs_own_clock.png, norm_growth.png, norms_<family>.png, collapse_<group>.png). The clock test
+(`verdicts.collapse_test`, horizons.jsonl): every point summarised at the horizons of
+`jaxinit.forgetting.clock_test`, and per group of families which candidate clock collapses the points'
+spread curves (residual variance about one curve in log clock, with a seed-bootstrap interval).
+Library: `jaxinit.forgetting.clocks`, `clock_run`, `clock_test`.
 """
 from __future__ import annotations
 
 from pathlib import Path
 
 from jaxinit import cli
-from jaxinit.forgetting.clocks import PRESETS, ClocksConfig, point_config, points, run, validate
+from jaxinit.forgetting.clock_run import run
+from jaxinit.forgetting.clocks import PRESETS, ClocksConfig, point_config, points, validate
 from jaxinit.forgetting.loop import check_setup
 
 
@@ -34,6 +41,11 @@ def main(cfg: ClocksConfig, out: Path, resume: bool) -> None:
         print(f"{ln['point']:>26}  {ln['clock']:>7} = {cv:>8}  spread {sp} pp")
     for fam, v in verdicts["families"].items():
         print(f"{fam}: below half of low-LR SGD at {v['below_half_reference_at']}, below 5 pp at {v['below_5pp_at']}")
+    for group, c in verdicts["collapse_test"].items():
+        parts = [f"{k} V = {x['residual_var_pp2']:.3g} pp^2 {x['ci95']}" for k, x in c["clocks"].items()
+                 if x["residual_var_pp2"] is not None]
+        print(f"clock test ({group}, {len(c['points'])} runs): {'; '.join(parts)}; better: {c['better']}"
+              f"{'' if c['decisive'] else ' (not decisive)'}")
 
 
 def prepare(cfg: ClocksConfig) -> None:

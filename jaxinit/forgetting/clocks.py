@@ -19,6 +19,11 @@ interval from resampling every point's seeds; `collapse`: for each pair of famil
 where their clock ranges overlap (interpolated in log clock) -- the paper's organising claim is that
 families put on their own clocks fall on one curve. Point directories are named by the exact values
 (`_tag`), and a design with no point or with a point twice is refused (`validate`).
+
+The clock test (presets `clock_test`, `adaptive_test`; `clock_test.py`): extra sgd points at other
+epochs and batch sizes (`sgd_lr_epochs`, "lr@epochs[@batch]") whose horizons hold equal T_SGD at
+different sum eta, equal sum eta at different T_SGD, and equal lr and steps at different noise.
+Training and writing the sweep: `clock_run.py`.
 """
 from __future__ import annotations
 
@@ -45,6 +50,8 @@ class ClockSweep:
     """sgd learning rates at the base batch size (T_SGD = lr^2 x steps / b)"""
     sgd_batch: tuple[int, ...] = (16, 32, 64, 256)
     """sgd batch sizes at the reference lr (more steps per epoch and more noise per step)"""
+    sgd_lr_epochs: tuple[str, ...] = ()
+    """extra sgd points lr@epochs or lr@epochs@batch (e.g. 0.2@20, 0.05@20@32): the clock test's runs"""
     momentum_lr: tuple[float, ...] = (0.00125, 0.0025, 0.005, 0.01, 0.02)
     """momentum (mu = opt.momentum) learning rates; the clock uses eta / (1 - mu)"""
     sgd_l2_lambda: tuple[float, ...] = (1e-4, 5e-4, 2e-3, 5e-3, 2e-2, 5e-2)
@@ -106,6 +113,8 @@ def points(cfg: ClocksConfig) -> list[Point]:
                     for lr in c.sgd_lr]
             out += [Point(f"sgd_lr{_tag(c.reference_lr)}_b{bb}", fam, "T_SGD", c.reference_lr, 0.0, bb, e)
                     for bb in c.sgd_batch if bb != b]
+            out += [Point(f"sgd_lr{_tag(lr)}_b{bb or b}_e{ee}", fam, "T_SGD", lr, 0.0, bb or b, ee)
+                    for lr, ee, bb in map(sgd_run, c.sgd_lr_epochs)]
         elif fam == "momentum":
             out += [Point(f"momentum_lr{_tag(lr)}_b{b}", fam, "T_SGD", lr, 0.0, b, e) for lr in c.momentum_lr]
         elif fam == "sgd_l2":
@@ -119,16 +128,27 @@ def points(cfg: ClocksConfig) -> list[Point]:
     return out
 
 
-def lr_at_epochs(text: str) -> tuple[float, int]:
-    """``"0.0064@20"`` -> (0.0064, 20); anything else is a one-line ConfigError."""
+def lr_at_epochs(text: str, field: str = "adam_lr_epochs") -> tuple[float, int]:
+    """``"0.0064@20"`` -> (0.0064, 20); anything else is a one-line ConfigError naming ``--clocks.<field>``."""
     lr, sep, epochs = text.partition("@")
     try:
         value, n = float(lr), int(epochs)
     except ValueError:
-        raise ConfigError(f"--clocks.adam_lr_epochs: expected lr@epochs, got {text!r}") from None
+        raise ConfigError(f"--clocks.{field}: expected lr@epochs, got {text!r}") from None
     if not sep or not value > 0 or n < 1:
-        raise ConfigError(f"--clocks.adam_lr_epochs: expected lr@epochs with lr > 0 and epochs >= 1, got {text!r}")
+        raise ConfigError(f"--clocks.{field}: expected lr@epochs with lr > 0 and epochs >= 1, got {text!r}")
     return value, n
+
+
+def sgd_run(text: str) -> tuple[float, int, int | None]:
+    """``"0.2@20"`` -> (0.2, 20, None): the base batch size; ``"0.05@20@32"`` -> (0.05, 20, 32)."""
+    head, _, batch = text.rpartition("@") if text.count("@") == 2 else (text, "", None)
+    lr, epochs = lr_at_epochs(head, "sgd_lr_epochs")
+    if batch is None:
+        return lr, epochs, None
+    if not batch.isdigit() or int(batch) < 1:
+        raise ConfigError(f"--clocks.sgd_lr_epochs: expected lr@epochs@batch with batch >= 1, got {text!r}")
+    return lr, epochs, int(batch)
 
 
 def point_config(cfg: ClocksConfig, p: Point) -> ForgettingConfig:
@@ -144,10 +164,15 @@ def point_config(cfg: ClocksConfig, p: Point) -> ForgettingConfig:
 def _refuse_duplicates(c: ClockSweep) -> None:
     """Two equal values in one sweep would train one point twice into one directory: refused. Values
     equal in float32 (the precision the device uses) count as equal; "lr@epochs" pairs compare as pairs."""
-    for name in ("sgd_lr", "sgd_batch", "momentum_lr", "sgd_l2_lambda", "adaptive_lr", "adam_lr_epochs"):
+    for name in ("sgd_lr", "sgd_batch", "momentum_lr", "sgd_l2_lambda", "adaptive_lr", "adam_lr_epochs",
+                 "sgd_lr_epochs"):
         values = getattr(c, name)
-        keys = ([(float(np.float32(lr)), n) for lr, n in map(lr_at_epochs, values)] if name == "adam_lr_epochs"
-                else [float(np.float32(v)) for v in values])
+        if name == "adam_lr_epochs":
+            keys = [(float(np.float32(lr)), n) for lr, n in map(lr_at_epochs, values)]
+        elif name == "sgd_lr_epochs":
+            keys = [(float(np.float32(lr)), n, bb) for lr, n, bb in map(sgd_run, values)]
+        else:
+            keys = [float(np.float32(v)) for v in values]
         if len(set(keys)) != len(keys):
             dup = next(v for v, k in zip(values, keys) if keys.count(k) > 1)
             raise ConfigError(f"--clocks.{name}: duplicate value {dup} in {tuple(values)}; every point must differ")
@@ -173,6 +198,9 @@ def validate(cfg: ClocksConfig) -> None:
         raise ConfigError("--clocks.sgd_batch values must be >= 1")
     for text in c.adam_lr_epochs:
         lr_at_epochs(text)
+    for text in c.sgd_lr_epochs:
+        lr, _, _ = sgd_run(text)
+        check_float32("clocks.sgd_lr_epochs", lr)
     _refuse_duplicates(c)
     empty = [f for f in c.families if not any(p.family == f for p in points(cfg))]
     if empty:
@@ -180,6 +208,8 @@ def validate(cfg: ClocksConfig) -> None:
     if "sgd" in c.families and c.reference_lr not in c.sgd_lr:
         raise ConfigError(f"--clocks.reference_lr={c.reference_lr} must be one of --clocks.sgd_lr {c.sgd_lr}")
     names = [p.name for p in points(cfg)]
+    runs = [(p.family, float(np.float32(p.lr)), p.weight_decay, p.batch_size, p.epochs) for p in points(cfg)]
+    names += [p.name for p, r in zip(points(cfg), runs) if runs.count(r) > 1]   # one run under two names
     twice = sorted({n for n in names if names.count(n) > 1})
     if twice:   # e.g. an adam lr@epochs pair that the lr sweep already has at the base epochs
         raise ConfigError(f"--clocks: point {twice[0]} appears twice in the design; every point must differ")
@@ -297,81 +327,22 @@ SMOKE_CLOCKS = ClocksConfig(
                       reference_lr=0.05))
 # adam at T_adapt = 3.2 three ways: lr 1.6e-3 x 80 epochs (the lr sweep), 6.4e-3 x 20, 4e-4 x 320.
 CPU_CLOCKS = ClocksConfig(clocks=ClockSweep(adam_lr_epochs=("0.0064@20", "0.0004@320")))
+# The clock test (`clock_test`): low-LR SGD runs whose horizons hold equal T_SGD at different sum eta
+# (lr x epochs 0.2 x 5, 0.1 x 20, 0.05 x 80, 0.025 x 320), equal sum eta at different T_SGD (0.2 x 20,
+# 0.1 x 40, 0.05 x 80, 0.025 x 160) and equal lr and steps at batch 32 / 64 / 128; 5 seeds a point.
+_TEST_TRAIN = replace(CPU_BASE.train, chunk=6, eval_batch_size=1600)
+_TEST_SWEEP = replace(CPU_BASE.sweep, seeds=5, optimizers=())
+CLOCK_TEST = ClocksConfig(train=_TEST_TRAIN, sweep=_TEST_SWEEP, clocks=ClockSweep(
+    families=("sgd",), sgd_lr=(0.05,), sgd_batch=(), reference_lr=0.05,
+    sgd_lr_epochs=("0.2@20", "0.1@40", "0.025@320", "0.05@20@32", "0.05@40@64")))
+# Adam and Muon over 16x in lr for 40 epochs (their selected epochs fall within it on this MLP): do they
+# collapse on the measured update clock T_update where they do not on T_adapt = sum eta?
+ADAPTIVE_TEST = ClocksConfig(train=replace(_TEST_TRAIN, epochs=40), sweep=_TEST_SWEEP, clocks=ClockSweep(
+    families=("adam", "muon"), adaptive_lr=(4e-4, 1.6e-3, 6.4e-3, 2.56e-2)))
 PAPER_CLOCKS = ClocksConfig(
     data=PAPER.data, model=PAPER.model, train=PAPER.train, sweep=replace(PAPER.sweep, optimizers=()),
     clocks=ClockSweep(sgd_lr=(0.0025, 0.005, 0.01, 0.02, 0.04), sgd_batch=(32, 64, 256), reference_lr=0.01,
                       momentum_lr=(0.00025, 0.0005, 0.001, 0.002, 0.004),
                       sgd_l2_lambda=(1e-4, 5e-4, 2e-3, 1e-2), adaptive_lr=(1e-5, 1e-4, 1e-3, 1e-2)))
-PRESETS = {"cpu": CPU_CLOCKS, "smoke": SMOKE_CLOCKS, "paper": PAPER_CLOCKS}
-
-
-# --------------------------------------------------------------------------- running
-def kernel_weights(res) -> int:
-    """Number of kernel weights of one member (conv and dense kernels, head included)."""
-    import jax
-    from jaxinit.init import is_kernel
-    params = next(iter(res.states.values())).params
-    return int(sum(x[0].size for p, x in jax.tree_util.tree_flatten_with_path(params)[0] if is_kernel(p)))
-
-
-def with_mechanism(ln: dict, summary: dict, n_kernel: int) -> dict:
-    """Norm growth of the kernels against a random walk of per-coordinate steps of size eta.
-
-    Adam's update is eta times a direction of O(1) per coordinate; if successive steps were
-    independent, ||W_T||^2 = ||W_0||^2 + P sum_k eta_k^2 (P kernel weights), i.e. growth sqrt(P sum
-    eta^2) = sqrt(P b T_SGD). If they were aligned, the growth would be sqrt(P) sum eta = sqrt(P) T_adapt.
-    """
-    growth = []
-    for m in summary["members"]:
-        a, b = m.get("kernel_norm_init"), m.get("kernel_norm_final")
-        if a is not None and b is not None:
-            growth.append(math.sqrt(max(b * b - a * a, 0.0)))
-    t_sgd = (summary["spread"][ln["setting"]].get("clocks") or {}).get("T_SGD")
-    t_adapt = (summary["spread"][ln["setting"]].get("clocks") or {}).get("T_adapt")
-    return {**ln, "n_kernel_weights": n_kernel, "kernel_growth_median": _median(growth),
-            "growth_random_walk": math.sqrt(n_kernel * ln["batch_size"] * t_sgd) if t_sgd is not None else None,
-            "growth_aligned": math.sqrt(n_kernel) * t_adapt if t_adapt is not None else None}
-
-
-def run_point(cfg: ClocksConfig, p: Point, out, progress: bool = True) -> dict:
-    """Train one point into ``out/points/<name>`` (continuing it if it is there) and return its line.
-    The point is recorded in ``out``'s manifest as a sub-run (kind ``run``) before it is created."""
-    from pathlib import Path
-    from jaxinit import rundir
-    from jaxinit.config import to_dict
-    from jaxinit.forgetting.loop import fit
-    d = Path(out) / "points" / p.name
-    pcfg = point_config(cfg, p)
-    if d.exists() and (d / "config.json").exists() and rundir.read_saved_config(d) != _json(to_dict(pcfg)):
-        raise ConfigError(f"{d} holds a point of another config; rerun with --overwrite")
-    rundir.Manifest(out).record(d, "run")
-    resume = (d / "metrics.jsonl").exists() or (d / "checkpoints").exists()
-    rundir.Manifest(d).write_json(d / "config.json", to_dict(pcfg), digest=False)
-    res = fit(pcfg, d, resume=resume, progress=progress)
-    rundir.write_run_info(d, res.timing)
-    return with_mechanism(line(p, res.summary, cfg.analysis.selection), res.summary, kernel_weights(res))
-
-
-def _json(x):
-    import json
-    return json.loads(json.dumps(x))
-
-
-def run(cfg: ClocksConfig, out, progress: bool = True) -> tuple[list[dict], dict]:
-    """Every point (in order), then clocks.jsonl, summary.json (lines + verdicts) and the figures."""
-    from pathlib import Path
-    from jaxinit import files, interrupt, rundir
-    lines = []
-    for i, p in enumerate(points(cfg)):
-        interrupt.check()
-        print(f"[{i + 1}/{len(points(cfg))}] {p.name}", flush=True)
-        lines.append(run_point(cfg, p, out, progress))
-    out = Path(out)
-    v = verdicts(lines)
-    run_files = rundir.Manifest(out)
-    run_files.write_jsonl(out / "clocks.jsonl", lines)
-    from jaxinit.forgetting import clock_plots
-    files.check_inside(out, out / "figures")     # a figures/ linked out of the run is never written through
-    rundir.record_written(out, clock_plots.make_all(out, lines, v))
-    run_files.write_json(out / "summary.json", {"lines": lines, "verdicts": v})
-    return lines, v
+PRESETS = {"cpu": CPU_CLOCKS, "smoke": SMOKE_CLOCKS, "paper": PAPER_CLOCKS, "clock_test": CLOCK_TEST,
+           "adaptive_test": ADAPTIVE_TEST}

@@ -14,6 +14,7 @@ import jax.numpy as jnp
 import numpy as np
 
 from jaxinit import distributed
+from jaxinit.init import key_name
 from jaxinit.forgetting.members import Chunk, chunk_to_stacked
 from jaxinit.forgetting.step import TrainState
 
@@ -75,6 +76,9 @@ def eval_rows(chunk: Chunk, state: TrainState, splits: dict[str, EvalSplit], epo
             row[f"{name}_acc"] = float(acc[j])
         row["param_norm"] = float(np.atleast_1d(nrm["param_norm"])[j])
         row["param_norm_layers"] = {k: float(np.atleast_1d(v)[j]) for k, v in nrm["layers"].items()}
+        for field, sums in zip(("update_rms_sum", "update_ms_sum"), stacked.update_sums or ()):
+            row[field] = {"/".join(key_name(k) for k in path): float(np.atleast_1d(v)[j])
+                          for path, v in jax.tree_util.tree_flatten_with_path(sums)[0]}
         row["diverged"] = bool(stacked.diverged[j])
         row["diverged_step"] = int(stacked.diverged_step[j]) if row["diverged"] else None
         rows.append(row)

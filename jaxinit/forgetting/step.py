@@ -27,6 +27,7 @@ class TrainState(NamedTuple):
     step: jax.Array           # int32: optimizer steps taken (frozen once diverged)
     diverged: jax.Array       # bool
     diverged_step: jax.Array  # int32: the step that went non-finite, -1 if none
+    update_sums: Any = None   # (rms, ms): per parameter leaf sum_k |dW_k|_F / sqrt(P) and sum_k |dW_k|_F^2 / P
 
 
 def member_streams(seed: jax.Array) -> tuple[jax.Array, jax.Array, jax.Array]:
@@ -62,7 +63,20 @@ def calibrate_statistics(model, params, state, x_calib: jax.Array):
 def init_member(model, tx, x_calib: jax.Array, sigma_w: jax.Array, seed: jax.Array) -> TrainState:
     params, model_state = model.init(member_streams(seed)[0], sigma_w)
     model_state = calibrate_statistics(model, params, model_state, x_calib)
-    return TrainState(params, model_state, tx.init(params), jnp.int32(0), jnp.bool_(False), jnp.int32(-1))
+    zeros = jax.tree.map(lambda x: jnp.zeros((), jnp.float32), params)
+    return TrainState(params, model_state, tx.init(params), jnp.int32(0), jnp.bool_(False), jnp.int32(-1),
+                      (zeros, zeros))
+
+
+def add_update_sizes(sums: tuple[Any, Any], new_params: Any, old_params: Any) -> tuple[Any, Any]:
+    """The measured update clocks' running sums (`history.measured_clocks`), one step further.
+
+    Per parameter leaf with P entries, the applied update dW = W_new - W_old adds |dW|_F / sqrt(P) (its
+    RMS per coordinate) to the first sum and |dW|_F^2 / P to the second: the distance each kernel was
+    actually moved, whatever the optimizer made of the learning rate (THEORY.md section 6).
+    """
+    ms = jax.tree.map(lambda n, o: jnp.mean(jnp.square((n - o).astype(jnp.float32))), new_params, old_params)
+    return (jax.tree.map(lambda a, m: a + jnp.sqrt(m), sums[0], ms), jax.tree.map(jnp.add, sums[1], ms))
 
 
 def train_step(model, tx, batch_size: int, augment: bool, state: TrainState, x: jax.Array, y: jax.Array,
@@ -80,7 +94,8 @@ def train_step(model, tx, batch_size: int, augment: bool, state: TrainState, x: 
     updates, opt_state = tx.update(grads, state.opt_state, state.params)
     params = optax.apply_updates(state.params, updates)
     finite = jnp.isfinite(loss) & tree_all_finite(params) & tree_all_finite(model_state)
-    proposed = TrainState(params, model_state, opt_state, state.step + 1, state.diverged, state.diverged_step)
+    proposed = TrainState(params, model_state, opt_state, state.step + 1, state.diverged, state.diverged_step,
+                          add_update_sizes(state.update_sums, params, state.params))
     accept = finite & ~state.diverged
     new = jax.tree.map(lambda n, o: jnp.where(accept, n, o), proposed, state)
     newly = ~finite & ~state.diverged

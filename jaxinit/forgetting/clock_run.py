@@ -1,0 +1,108 @@
+"""Running the clock sweep: every point of `clocks.points` trained by `fit` into DIR/points/<name>, its
+line (`clocks.line`) with the norm-growth mechanism, its horizon summaries (`clock_test`), then the
+sweep's clocks.jsonl, horizons.jsonl, summary.json and figures.
+
+An interrupted sweep continues where it stopped: a finished point is read back, an unfinished one
+resumes from its last checkpoint (`fit(..., resume=True)`).
+"""
+from __future__ import annotations
+
+import math
+from pathlib import Path
+
+from jaxinit.config import ConfigError
+from jaxinit.forgetting import clock_test
+from jaxinit.forgetting.clocks import ClocksConfig, Point, _median, line, point_config, points, verdicts
+
+
+def kernel_weights(res) -> int:
+    """Number of kernel weights of one member (conv and dense kernels, head included)."""
+    import jax
+    from jaxinit.init import is_kernel
+    params = next(iter(res.states.values())).params
+    return int(sum(x[0].size for p, x in jax.tree_util.tree_flatten_with_path(params)[0] if is_kernel(p)))
+
+
+def with_mechanism(ln: dict, summary: dict, n_kernel: int) -> dict:
+    """Norm growth of the kernels against a random walk of per-coordinate steps of size eta.
+
+    Adam's update is eta times a direction of O(1) per coordinate; if successive steps were
+    independent, ||W_T||^2 = ||W_0||^2 + P sum_k eta_k^2 (P kernel weights), i.e. growth sqrt(P sum
+    eta^2) = sqrt(P b T_SGD). If they were aligned, the growth would be sqrt(P) sum eta = sqrt(P) T_adapt.
+    """
+    growth = []
+    for m in summary["members"]:
+        a, b = m.get("kernel_norm_init"), m.get("kernel_norm_final")
+        if a is not None and b is not None:
+            growth.append(math.sqrt(max(b * b - a * a, 0.0)))
+    t_sgd = (summary["spread"][ln["setting"]].get("clocks") or {}).get("T_SGD")
+    t_adapt = (summary["spread"][ln["setting"]].get("clocks") or {}).get("T_adapt")
+    return {**ln, "n_kernel_weights": n_kernel, "kernel_growth_median": _median(growth),
+            "growth_random_walk": math.sqrt(n_kernel * ln["batch_size"] * t_sgd) if t_sgd is not None else None,
+            "growth_aligned": math.sqrt(n_kernel) * t_adapt if t_adapt is not None else None}
+
+
+def run_point(cfg: ClocksConfig, p: Point, out, progress: bool = True) -> tuple[dict, list[dict]]:
+    """Train one point into ``out/points/<name>`` (continuing it if it is there); return its line and its
+    horizon entries (`clock_test.point_entries`, also written to the point's horizons.json). The point
+    is recorded in ``out``'s manifest as a sub-run (kind ``run``) before it is created."""
+    from jaxinit import rundir
+    from jaxinit.config import to_dict
+    from jaxinit.forgetting.loop import fit
+    d = Path(out) / "points" / p.name
+    pcfg = point_config(cfg, p)
+    if d.exists() and (d / "config.json").exists() and rundir.read_saved_config(d) != _json(to_dict(pcfg)):
+        raise ConfigError(f"{d} holds a point of another config; rerun with --overwrite")
+    rundir.Manifest(out).record(d, "run")
+    resume = (d / "metrics.jsonl").exists() or (d / "checkpoints").exists()
+    rundir.Manifest(d).write_json(d / "config.json", to_dict(pcfg), digest=False)
+    res = fit(pcfg, d, resume=resume, progress=progress)
+    rundir.write_run_info(d, res.timing)
+    entries = horizon_entries(pcfg, res)
+    rundir.Manifest(d).write_json(d / "horizons.json", entries)
+    return with_mechanism(line(p, res.summary, cfg.analysis.selection), res.summary, kernel_weights(res)), entries
+
+
+def horizon_entries(pcfg, res) -> list[dict]:
+    """The point's spreads at every horizon of `clock_test.horizons`, with the clocks reached by then
+    (its own step sizes, batch size, L2 and momentum, as `loop.summarize` takes them)."""
+    from jaxinit.forgetting.evaluate import member_learning_rates
+    from jaxinit.forgetting.history import to_jsonable
+    from jaxinit.forgetting.loop import clock_inputs
+    last = max(r["epoch"] for r in res.rows)
+    etas = member_learning_rates(res.sweep.groups, [r for r in res.rows if r["epoch"] == last])
+    l2, mu = clock_inputs(res.sweep)
+    return to_jsonable(clock_test.point_entries(res.rows, etas, pcfg.train.batch_size, l2, mu,
+                                                pcfg.train.epochs, pcfg.train.eval_every))
+
+
+def _json(x):
+    import json
+    return json.loads(json.dumps(x))
+
+
+def run(cfg: ClocksConfig, out, progress: bool = True) -> tuple[list[dict], dict]:
+    """Every point (in order), then clocks.jsonl, horizons.jsonl, summary.json (lines, verdicts and the
+    clock test `collapse_test`) and the figures. Returns (lines, verdicts with "collapse_test")."""
+    from jaxinit import files, interrupt, rundir
+    from jaxinit.forgetting import clock_plots
+    lines, entries = [], {}
+    for i, p in enumerate(points(cfg)):
+        interrupt.check()
+        print(f"[{i + 1}/{len(points(cfg))}] {p.name}", flush=True)
+        ln, entries[p.name] = run_point(cfg, p, out, progress)
+        lines.append(ln)
+    out = Path(out)
+    families = {p.name: p.family for p in points(cfg)}
+    v = {**verdicts(lines), "collapse_test": clock_test.collapse_tests(entries, families, cfg.analysis.selection)}
+    run_files = rundir.Manifest(out)
+    run_files.write_jsonl(out / "clocks.jsonl", lines)
+    run_files.write_jsonl(out / "horizons.jsonl", clock_test.table_rows(entries, cfg.analysis.selection))
+    files.check_inside(out, out / "figures")     # a figures/ linked out of the run is never written through
+    figs = clock_plots.make_all(out, lines, v)
+    for group, c in clock_test.curves(entries, families, cfg.analysis.selection).items():
+        figs.append(clock_plots.plot_collapse(c["runs"], c["names"], v["collapse_test"][group],
+                                              out / "figures" / f"collapse_{group}.png"))
+    rundir.record_written(out, figs)
+    run_files.write_json(out / "summary.json", {"lines": lines, "verdicts": v})
+    return lines, v
