@@ -12,7 +12,7 @@ $(BIN)/python:
 venv: $(BIN)/python
 	$(BIN)/python -m pip install -q -e '.[test]'
 
-# Main job on embedded data: the initialization-memory study, cpu preset (~3 min on the AVX-512 2-core machine, ~5 on the AVX2 one).
+# Main job on embedded data: the initialization-memory study, cpu preset (~3.5 min of experiment on the 2-core AVX-512 VMs, ~4-5 on the AVX2 one).
 demo: venv
 	$(BIN)/python -m experiments.forgetting --out runs/forgetting_cpu
 
@@ -27,23 +27,25 @@ test: venv
 test-slow: venv
 	$(BIN)/python -m pytest -q -m slow
 
-# One prepared command for an accelerator machine (< 5 minutes): JSON lines in $(OUT)/bench_accel/benchmark.jsonl.
-# It runs with that machine's own Python (ACCEL_PY), whose jax carries the CUDA/TPU plugin: the .venv above
-# installs jax from the package index, CPU-only, and accelerator machines often have no index to reach.
-# Needs jax, flax, optax, orbax-checkpoint, numpy, scipy there; on a CPU-only jax it stops with one line.
-OUT ?= runs
+# Accelerator machines run these with their own Python (ACCEL_PY), whose jax carries the CUDA/TPU plugin: the
+# .venv above installs jax from the package index, CPU-only, and accelerator machines often have no index to
+# reach. Output under $(RUNS) -- not $(OUT), a name machines and CI export (make would take it silently):
+# `make accel-check RUNS=DIR` writes DIR/accel_check/accel.json.
+RUNS ?= runs
 ACCEL_PY ?= python3
-bench-accel:
-	$(ACCEL_PY) -m experiments.benchmark --preset accel --out $(OUT)/bench_accel
 
-# A device session's one call: the benchmark above, then the first epoch of the forgetting `paper` preset
-# (ResNet-9, b = 128, 8 sigma_w x 3 seeds per setting) on a random CIFAR-10 stand-in in the real format
-# (the machine cannot download CIFAR-10): its run.json gives seconds per epoch, hence the full run's cost.
-PAPER_SETTINGS ?= sgd,adam,muon
-accel-check: bench-accel
-	$(ACCEL_PY) -m jaxinit.tools.standin cifar10 $(OUT)/cifar10_standin
-	$(ACCEL_PY) -m experiments.forgetting --preset paper --data.dir=$(OUT)/cifar10_standin \
-		--sweep.optimizers=$(PAPER_SETTINGS) --train.epochs=1 --train.checkpoint_every=0 --out $(OUT)/paper_first_epoch
+# The member-strategy benchmark (< 5 minutes): JSON lines in $(RUNS)/bench_accel/benchmark.jsonl. Needs jax, flax,
+# optax, orbax-checkpoint, numpy, scipy there; on a CPU-only jax it stops with one line.
+bench-accel:
+	$(ACCEL_PY) -m experiments.benchmark --preset accel --out $(RUNS)/bench_accel
+
+# A device session's one call (< 6 minutes, deadline 300 s; README "Accelerator check"): the staged check --
+# preflight, one setting's 24 ResNet-9 members (compile, step, memory, precisions), strategies, adam / muon,
+# evaluation, a checkpoint save, the benchmark's cases while time remains, and the paper table's projected
+# hours -- into $(RUNS)/accel_check/accel.json alone. Needs jax, flax, optax, orbax-checkpoint and numpy only
+# (no tyro, matplotlib, tqdm or scipy); on a CPU-only jax it stops with one line (`--tiny` runs there).
+accel-check:
+	$(ACCEL_PY) -m experiments.accel_check --out $(RUNS)/accel_check
 
 clean:
 	rm -rf runs .pytest_cache

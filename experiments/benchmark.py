@@ -10,8 +10,9 @@ medians over `bench.repeats`.
 
     python -m experiments.benchmark --quick      # tiny widths: 4 min on the 2-core CPU below (compiles dominate)
     python -m experiments.benchmark              # preset `cpu` on a CPU, `accel` on a GPU/TPU
-    make bench-accel OUT=runs                    # accel: ResNet-9 full width, K = 1..16; budgeted for < 5 min;
+    make bench-accel RUNS=runs                   # accel: ResNet-9 full width, K = 1..16; budgeted for < 5 min;
                                                  # the machine's python3 (ACCEL_PY), refuses a CPU-only jax
+                                                 # (also the benchmark stage of `make accel-check`)
 
 Runtime of `cpu` on the project's 2-core AMD EPYC VM, quiet (jax 0.10.2): 4 min 19 s wall, 3 repeats (compiles
 are a large part of it). `accel` has not run on an accelerator yet.

@@ -29,6 +29,7 @@ from typing import Any, Callable, Mapping
 
 from jaxinit import files, interrupt, rundir
 from jaxinit.config import ConfigError, from_dict, parse_overrides, to_dict
+from jaxinit.runinfo import comparable
 
 
 def write_json_atomic(path: Path, data: Any) -> None:
@@ -113,10 +114,10 @@ def _claim(out: Path, cfg: Any, resume: bool, overwrite: bool, prog: str,
         raise ConfigError(f"--out {files.safe_path(out)} holds files that are not a run's; choose an empty or "
                           f"new directory (nothing there is deleted, --overwrite or not)")
     if state == "run" and not overwrite:
-        saved = rundir.read_saved_config(out)
-        if saved == json.loads(json.dumps(to_dict(cfg))):
+        saved, asked = comparable(rundir.read_saved_config(out)), comparable(json.loads(json.dumps(to_dict(cfg))))
+        if saved == asked:
             return True, False, True
-        diff = ", ".join(rundir.diff_keys(saved, json.loads(json.dumps(to_dict(cfg))))[:4])
+        diff = ", ".join(rundir.diff_keys(saved, asked)[:4])
         raise ConfigError(f"--out {files.safe_path(out)} holds a run of another config (differs in {diff}); "
                           f"use --resume to continue it, another --out, or --overwrite to replace it")
     if state == "partial" and not overwrite:
@@ -169,7 +170,7 @@ def _backend_errors():
 
 
 def _fingerprint(out: Path, cfg: Any, env: dict, resume: bool) -> None:
-    parts = {"config": to_dict(cfg), "environment": env}
+    parts = {"config": comparable(to_dict(cfg)), "environment": env}
     if resume:
         rundir.check_fingerprint(out, parts, from_config_json=True)   # cfg is config.json (or equals it)
     else:

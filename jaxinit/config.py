@@ -140,6 +140,13 @@ class TrainConfig:
     """epochs between checkpoints (0 = never)"""
     eval_batch_size: int = 1000
     """examples per evaluation batch"""
+    precision: str = "float32"
+    """float32 | tf32 | bf16: matmul precision and compute dtype of training and evaluation (jaxinit.precision)"""
+    eval_train_subset: int = 0
+    """train-set metrics on a fixed, seeded subset of this many training examples (0 = the whole split);
+    validation and test are always whole"""
+    async_checkpoint: bool = False
+    """checkpoints written (and digested) in a background thread after a device-to-host copy (one process only)"""
 
 
 @dataclass(frozen=True)
@@ -222,13 +229,27 @@ def _condense(text: str) -> str:
     return " ".join(lines) or "could not parse the command line"
 
 
+def _tyro():
+    """tyro, imported on first use: only the command line's overrides need it, never training."""
+    try:
+        import tyro
+    except ImportError:
+        raise ConfigError("the package tyro is not installed and the command line needs it for --help and "
+                          "--a.b=value overrides: pip install tyro") from None
+    return tyro
+
+
 def parse_overrides(cfg: Any, args: list[str], prog: str = "jaxinit", description: str | None = None) -> Any:
     """``cfg`` with the dotted overrides in ``args`` applied (tyro, project spellings).
 
     ``--help`` in ``args`` prints every field with its default (from ``cfg``) and raises SystemExit(0).
-    Any parse error raises `ConfigError` with one line.
+    Any parse error raises `ConfigError` with one line. Without ``args`` tyro is not needed (the
+    preset as it is); with them and without tyro installed, one line says how to install it.
     """
-    import tyro
+    if not args:
+        check_values(cfg)
+        return cfg
+    tyro = _tyro()
     if "-h" in args or "--help" in args:
         tyro.cli(type(cfg), default=cfg, args=["--help"], prog=prog, description=description,
                  use_underscores=True, registry=_registry(), config=(tyro.conf.FlagConversionOff,))
@@ -380,6 +401,12 @@ def validate_common(cfg: Any) -> None:
             raise ConfigError(f"--train.strategy must be auto|vmap|sequential|chunked, got {train.strategy!r}")
         if train.chunk <= 0 or train.eval_every <= 0 or train.checkpoint_every < 0 or train.eval_batch_size <= 0:
             raise ConfigError("--train.chunk, eval_every and eval_batch_size must be positive, checkpoint_every >= 0")
+        if hasattr(train, "precision"):
+            from jaxinit.precision import check_precision
+            check_precision(train.precision)
+        if getattr(train, "eval_train_subset", 0) < 0:
+            raise ConfigError(f"--train.eval_train_subset must be >= 0 (0 = the whole training split), "
+                              f"got {train.eval_train_subset}")
     sweep = getattr(cfg, "sweep", None)
     if sweep is not None and hasattr(sweep, "sigma_w"):
         for s in sweep.sigma_w:

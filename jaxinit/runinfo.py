@@ -8,6 +8,8 @@
   mixed from two configs, models or numeric environments. config.json itself stays editable (it is
   recorded without a digest): a hand edit is caught here, by name, instead of being reused. A run made
   before fingerprints existed adopts the current one on its first resume (nothing to compare with).
+- `comparable`: a config dict as fingerprints and same-config comparisons see it (fields added since,
+  at their defaults, left out), so a run made before a field existed continues.
 - `write_run_info`: run.json's timings replaced, its provenance segments (`rundir.append_provenance`)
   kept.
 - `record_written`: files another module wrote into the run (figures drawn by a plotting module),
@@ -81,6 +83,23 @@ def check_fingerprint(out: Path, parts: dict, *, from_config_json: bool = False)
                               f"(in {safe_path(out)}); {_ADVICE.get(name, 'rerun with --overwrite')}")
     if any(key not in stored for key in parts):
         _write(out, {**stored, **parts})
+
+
+# Fields added after runs were made: while at their default (the behaviour before they existed) they are
+# left out of a run's fingerprints and same-config comparisons (`comparable`), so a run made before them
+# continues (--resume, a same-config rerun) instead of being refused as another config.
+ADDED_DEFAULTS = {("train", "precision"): "float32", ("train", "eval_train_subset"): 0,
+                  ("train", "async_checkpoint"): False}
+
+
+def comparable(data: dict) -> dict:
+    """``to_dict(cfg)`` (or a saved config.json) without the `ADDED_DEFAULTS` fields that hold their default."""
+    out = dict(data)
+    for (section, key), default in ADDED_DEFAULTS.items():
+        sub = out.get(section)
+        if isinstance(sub, dict) and key in sub and sub[key] == default and type(sub[key]) is type(default):
+            out[section] = {k: v for k, v in sub.items() if k != key}
+    return out
 
 
 _ADDRESS = re.compile(r" at 0x[0-9a-fA-F]+")

@@ -221,3 +221,16 @@ def test_a_flipped_bit_at_every_byte_of_a_real_meta_file_falls_back(tmp_path, ca
         _flip(path, i, i % 8)
         _newest_falls_back(ckpt, capsys, "")
         path.write_bytes(original)
+
+
+def test_checkpoints_of_another_state_structure_are_one_line_that_keeps_the_run(tmp_path):
+    """A state saved by another version of the training state (here: one leaf fewer, as before
+    `TrainState.update_sums`) is not called corrupt and does not advise --overwrite."""
+    ckpt = _saved(tmp_path)
+    newer = abstract_like({**STATE, "update_sums": jnp.zeros(3)})
+    with pytest.raises(ConfigError) as e:
+        ckpt.restore_newest(newer, lambda meta: None)
+    msg = str(e.value)
+    assert "another version of jaxinit" in msg and "--overwrite" not in msg and "\n" not in msg
+    step, state, _ = ckpt.restore_newest(abstract_like(STATE), lambda meta: None)   # the same files, still intact
+    assert step == 2 * PER_EPOCH and np.array_equal(np.asarray(state["w"]), np.asarray(STATE["w"] + 2))

@@ -38,8 +38,30 @@ def pad_split(x: jax.Array, y: jax.Array, batch: int) -> EvalSplit:
     return EvalSplit(xp, yp, jnp.arange(total) < n, n, batch)
 
 
-def eval_splits(ds, batch: int) -> dict[str, EvalSplit]:
-    return {"train": pad_split(ds.x_train, ds.y_train, batch), "val": pad_split(ds.x_val, ds.y_val, batch),
+# The seed of the train-subset draw: fixed and not a member's, so every member, seed and epoch is scored on
+# the same examples (a per-epoch or per-member subset would add sampling noise to the differences the
+# study measures).
+TRAIN_SUBSET_SEED = 20260529
+
+
+def train_subset_indices(n_train: int, n: int) -> np.ndarray:
+    """The ``n`` training examples that train-set metrics use (``n`` = 0: all), sorted: a numpy PCG64
+    permutation of a fixed seed, so the subset is the same on every platform and in every epoch."""
+    if n <= 0 or n >= n_train:
+        return np.arange(n_train)
+    return np.sort(np.random.default_rng(TRAIN_SUBSET_SEED).permutation(n_train)[:n])
+
+
+def eval_splits(ds, batch: int, train_subset: int = 0) -> dict[str, EvalSplit]:
+    """The padded splits; train-set metrics on `train_subset_indices` (``train_subset`` = 0: the whole split,
+    the same arrays as before the option existed). Validation and test are always whole: they select
+    the epoch and report the result."""
+    n_train = int(ds.x_train.shape[0])
+    x, y = ds.x_train, ds.y_train
+    if 0 < train_subset < n_train:
+        idx = jnp.asarray(train_subset_indices(n_train, train_subset))
+        x, y = jnp.take(x, idx, axis=0), jnp.take(y, idx, axis=0)
+    return {"train": pad_split(x, y, batch), "val": pad_split(ds.x_val, ds.y_val, batch),
             "test": pad_split(ds.x_test, ds.y_test, batch)}
 
 

@@ -16,13 +16,21 @@ chunk takes step i before any takes step i + 1), so a SIGINT / SIGTERM (`jaxinit
 step boundary with a checkpoint of that exact point; the resumed run is bit-identical to an
 uninterrupted one. Training and its writes are a `jaxinit.interrupt.deferred` section; set-up and
 the summary answer a signal at once where the caller asked for that (`interrupt.prompt`, the CLI).
+
+For accelerator runs (issue "The first accelerator run yields numbers"): ``train.precision`` sets the
+arithmetic (`jaxinit.precision`); run.json (`timing.Clock`: compile, steady step, evaluation and
+checkpoint costs) is rewritten after every epoch and on a stop, so a run killed after its first epoch
+says what it cost; progress is a bar on a terminal and a line per epoch otherwise (`progress`);
+``train.eval_train_subset`` scores train-set metrics on a fixed subset and ``train.async_checkpoint``
+writes checkpoints in the background (`jaxinit.checkpoint`), waited for before a stop, a resume point
+and the end. The training path imports neither orbax (only with checkpoints) nor tqdm, matplotlib,
+scipy or tyro.
 """
 from __future__ import annotations
 
 import functools
 import hashlib
 import json
-import sys
 import time
 from pathlib import Path
 from typing import Any, NamedTuple
@@ -33,11 +41,14 @@ import numpy as np
 from jaxinit import data as data_lib
 from jaxinit import distributed, interrupt
 from jaxinit.config import ConfigError, to_dict
+from jaxinit.runinfo import comparable
 from jaxinit.forgetting import memory
 from jaxinit.forgetting.evaluate import eval_splits, evaluate_all, member_learning_rates
 from jaxinit.forgetting.members import (Chunk, Member, chunk_args, chunk_size, default_strategy, init_chunk,
                                         make_members, member_mesh, shard_members, split_chunks, stack)
+from jaxinit.forgetting.progress import EpochProgress
 from jaxinit.forgetting.step import compiled_fns
+from jaxinit.forgetting.timing import Clock
 from jaxinit.optim import HEAVY_BALL_KINDS, OptSetting, resolve_setting
 
 
@@ -99,7 +110,7 @@ def build_sweep(cfg, model=None, ds=None, steps_per_epoch: int | None = None) ->
     times the training path on synthetic data this way)."""
     ds = distributed.replicate(data_lib.load_dataset(cfg.data) if ds is None else ds, member_mesh())
     n_train = int(ds.x_train.shape[0])
-    _check_batch(cfg, n_train)
+    _check_sizes(cfg, n_train)
     spe = steps_per_epoch or data_lib.steps_per_epoch(n_train, cfg.train.batch_size)
     key, mdl = resolve_model(cfg, tuple(ds.input_shape), int(ds.n_classes), model)
     strategy = cfg.train.strategy if cfg.train.strategy != "auto" else default_strategy(has_conv(mdl))
@@ -109,22 +120,25 @@ def build_sweep(cfg, model=None, ds=None, steps_per_epoch: int | None = None) ->
     for label, setting in settings.items():
         ms = [m for m in members if m.optimizer == label]
         make = functools.partial(compiled_fns, key, mdl, tuple(ds.input_shape), setting, spe, cfg.train.epochs,
-                                 cfg.train.batch_size, cfg.data.augment)
+                                 cfg.train.batch_size, cfg.data.augment, precision=cfg.train.precision)
         groups[label] = split_chunks(ms, chunk_size(strategy, len(ms), cfg.train.chunk), make)
     # BatchNorm calibration batch at init (step.calibrate_statistics): the first examples of the split.
     x_calib = ds.x_train[:min(n_train, 4 * cfg.train.batch_size)]
     return Sweep(ds, members, settings, groups, spe, strategy, x_calib)
 
 
-def _check_batch(cfg, n_train: int) -> None:
+def _check_sizes(cfg, n_train: int) -> None:
     if cfg.train.batch_size > n_train:
         raise ConfigError(f"--train.batch_size={cfg.train.batch_size} is larger than the training split ({n_train})")
+    if cfg.train.eval_train_subset > n_train:
+        raise ConfigError(f"--train.eval_train_subset={cfg.train.eval_train_subset} is larger than the training "
+                          f"split ({n_train}); give at most {n_train}, or 0 for the whole split")
 
 
 def check_setup(cfg) -> None:
     """Every error `build_sweep` would find in the data (sizes, files) without building the sweep:
     what ``--overwrite`` checks before it deletes a finished run."""
-    _check_batch(cfg, int(data_lib.load_dataset(cfg.data).x_train.shape[0]))
+    _check_sizes(cfg, int(data_lib.load_dataset(cfg.data).x_train.shape[0]))
 
 
 def init_states(sweep: Sweep) -> dict[str, list]:
@@ -170,81 +184,92 @@ def summarize(cfg, sweep: Sweep, rows: list[dict]) -> dict:
 
 
 def config_fingerprint(cfg) -> str:
-    return hashlib.sha256(json.dumps(to_dict(cfg), sort_keys=True).encode()).hexdigest()
+    """SHA-256 of the config (fields added since, at their defaults, left out: `jaxinit.runinfo.comparable`)."""
+    return hashlib.sha256(json.dumps(comparable(to_dict(cfg)), sort_keys=True).encode()).hexdigest()
 
 
 # --------------------------------------------------------------------------- fit
 def fit(cfg, workdir: str | Path | None = None, model=None, *, resume: bool = False, progress: bool = True) -> Result:
     """Train every member of ``cfg.sweep``; see the module docstring. ``model``: a flax module (or a
-    `jaxinit.models.Model`) replacing ``cfg.model``'s registry model."""
-    t0 = time.perf_counter()
+    `jaxinit.models.Model`) replacing ``cfg.model``'s registry model. ``progress``: a bar on a terminal,
+    one line per epoch on a stderr that is not one (`progress.EpochProgress`)."""
+    clock = Clock()
     sweep = build_sweep(cfg, model)
     states = init_states(sweep)
-    splits = eval_splits(sweep.ds, cfg.train.eval_batch_size)
-    sink = _sink(cfg, workdir, model, sweep, resume)
-    with interrupt.deferred():   # training and its writes: a signal stops at the next step boundary
-        rows, states, t_setup, epoch_times = _train(cfg, sweep, states, splits, sink, t0, progress)
+    splits = eval_splits(sweep.ds, cfg.train.eval_batch_size, cfg.train.eval_train_subset)
+    sink = _sink(cfg, workdir, model, sweep, resume, clock)
+    try:
+        with interrupt.deferred():   # training and its writes: a signal stops at the next step boundary
+            rows, states = _train(cfg, sweep, states, splits, sink, clock, progress)
+    except BaseException:
+        if sink is not None:
+            sink.wait(quiet=True)     # a pending asynchronous save still finishes; the first error wins
+        raise
     interrupt.check()
     summary = summarize(cfg, sweep, rows) if distributed.is_writer() else None
     if sink is not None:
         with interrupt.deferred():
             sink.finish(summary)
         interrupt.check()         # a signal during the writes: stop before anything else starts
-    timing = _timing(sweep, t0, t_setup, epoch_times)
+    timing = clock.report(sweep, cfg, sink.saves() if sink is not None else None, "finished")
     return Result(summary, rows if distributed.is_writer() else None, stack(sweep.groups, states), sweep, timing)
 
 
-def _sink(cfg, workdir, model, sweep: Sweep, resume: bool):
+def _sink(cfg, workdir, model, sweep: Sweep, resume: bool, clock: Clock):
     """The run directory's files (None in memory), with the run's fingerprint checked or recorded."""
     if workdir is None:
         return None
     from jaxinit import rundir, runinfo
     from jaxinit.forgetting.sink import RunFiles
     mdl = resolve_model(cfg, tuple(sweep.ds.input_shape), int(sweep.ds.n_classes), model)[1]
-    parts = {"config": to_dict(cfg), "environment": rundir.numeric_environment(),
+    parts = {"config": comparable(to_dict(cfg)), "environment": rundir.numeric_environment(),
              "model": runinfo.describe_model(model, mdl)}
-    return RunFiles(Path(workdir), cfg, sweep, config_fingerprint(cfg), resume, parts)
+    return RunFiles(Path(workdir), cfg, sweep, config_fingerprint(cfg), resume, parts, clock=clock)
 
 
-def _train(cfg, sweep: Sweep, states, splits, sink, t0: float, progress: bool):
-    """Epochs after the start (fresh or resumed) up to ``cfg.train.epochs``."""
+def _train(cfg, sweep: Sweep, states, splits, sink, clock: Clock, progress: bool):
+    """Epochs after the start (fresh or resumed) up to ``cfg.train.epochs``; run.json after each (`_report`)."""
     if sink is not None:
         epoch, step, states, rows = sink.start(states, splits)
     else:
-        epoch, step, rows = 0, 0, evaluate_all(sweep.groups, states, splits, 0)
-    t_setup, epoch_times = time.perf_counter() - t0, []
-    bar = _progress(range(epoch + 1, cfg.train.epochs + 1), progress)
-    for e in bar:
-        t = time.perf_counter()
-        states, done = train_epoch(sweep, states, e, step if e == epoch + 1 else 0)
-        if done < sweep.steps_per_epoch:        # a signal: keep this exact point, then stop
-            if sink is not None:
-                sink.save(states, e - 1, done)
-            interrupt.check()
-        jax.block_until_ready(states)
-        epoch_times.append(time.perf_counter() - t)
-        last = e == cfg.train.epochs
-        if e % cfg.train.eval_every == 0 or last:
-            new = evaluate_all(sweep.groups, states, splits, e)
-            rows += new
-            if sink is not None:
-                sink.append(new)
-            bar.set_postfix(val_acc=f"{np.mean([r['val_acc'] for r in new]):.3f}")
-        if sink is not None and cfg.train.checkpoint_every and (e % cfg.train.checkpoint_every == 0 or last):
-            sink.save(states, e, 0)
-    return rows, states, t_setup, epoch_times
+        with clock.evaluation():
+            rows = evaluate_all(sweep.groups, states, splits, 0)
+        epoch, step = 0, 0
+    clock.setup_done()
+    bar = EpochProgress(epoch + 1, cfg.train.epochs, progress)
+    try:
+        for e in range(epoch + 1, cfg.train.epochs + 1):
+            t = time.perf_counter()
+            first = step if e == epoch + 1 else 0
+            states, done = train_epoch(sweep, states, e, first)
+            if done < sweep.steps_per_epoch:        # a signal: keep this exact point, then stop
+                if sink is not None:
+                    sink.save(states, e - 1, done)
+                    sink.wait()
+                    _report(cfg, sweep, sink, clock, "stopped")
+                interrupt.check()
+            jax.block_until_ready(states)
+            clock.epoch(e, time.perf_counter() - t, done - first)
+            val_acc = None
+            if e % cfg.train.eval_every == 0 or e == cfg.train.epochs:
+                with clock.evaluation():
+                    new = evaluate_all(sweep.groups, states, splits, e)
+                rows += new
+                if sink is not None:
+                    sink.append(new)
+                val_acc = float(np.mean([r["val_acc"] for r in new]))
+            if sink is not None and cfg.train.checkpoint_every and (e % cfg.train.checkpoint_every == 0
+                                                                    or e == cfg.train.epochs):
+                sink.save(states, e, 0)
+            _report(cfg, sweep, sink, clock, "training")
+            bar.epoch(e, time.perf_counter() - t, val_acc)
+    finally:
+        bar.close()
+    return rows, states
 
 
-def _progress(epochs, progress: bool):
-    from tqdm import tqdm
-    on = bool(progress) and hasattr(sys.stderr, "isatty") and sys.stderr.isatty()
-    return tqdm(epochs, desc="epochs", disable=not on)
-
-
-def _timing(sweep: Sweep, t0: float, t_setup: float, epoch_times: list[float]) -> dict:
-    steps = sweep.steps_per_epoch * len(epoch_times)
-    return {"platform": jax.default_backend(), "devices": jax.device_count(), "processes": jax.process_count(),
-            "strategy": sweep.strategy, "setup_s": t_setup, "total_s": time.perf_counter() - t0,
-            "epochs_run": len(epoch_times), "first_epoch_s": epoch_times[0] if epoch_times else None,
-            "median_epoch_s": float(np.median(epoch_times)) if epoch_times else None,
-            "member_steps_per_s": (len(sweep.members) * steps / sum(epoch_times)) if epoch_times else None}
+def _report(cfg, sweep: Sweep, sink, clock: Clock, status: str) -> None:
+    """run.json rewritten (atomically, through the run's manifest) so that a run stopped or killed after
+    any epoch leaves its timings; nothing in memory."""
+    if sink is not None:
+        sink.write_run_info(clock.report(sweep, cfg, sink.saves(), status))

@@ -52,11 +52,10 @@ def t_interval(xs: Sequence[float], level: float = CI_LEVEL) -> list[float] | No
     Treats the values (one spread per seed) as iid draws; the choice of the sigma_w grid and the
     machine-to-machine (float-order) variation are not in it.
     """
-    from scipy import stats  # scipy.stats costs ~0.3 s to import; only summaries need it
-
     a = np.asarray(xs, np.float64)
     if a.size < 2:
         return None
+    from scipy import stats  # ~0.3 s to import; only intervals need it (one seed trains without scipy)
     half = float(stats.t.ppf(0.5 + level / 2, a.size - 1)) * float(a.std(ddof=1)) / math.sqrt(a.size)
     mean = float(a.mean())
     return [mean - half, mean + half]

@@ -16,6 +16,7 @@ import optax
 
 from jaxinit import data as data_lib
 from jaxinit import metrics
+from jaxinit import precision as precision_lib
 from jaxinit.optim import OptSetting, make_optimizer
 
 
@@ -133,14 +134,15 @@ _COMPILED: dict[tuple, tuple[Any, Compiled]] = {}
 _SHARED: dict[tuple, tuple[Any, tuple]] = {}
 
 
-def _setting_free_fns(model_key: Any, model, batched: bool) -> tuple:
-    """(eval, norms, perm), jitted once per model structure and shared by every setting: they do not read
-    the optimizer, so five settings compile them once, not five times (~5 s of the cpu preset's set-up)."""
-    key = (model_key, batched)
+def _setting_free_fns(model_key: Any, model, batched: bool, precision: str = "float32") -> tuple:
+    """(eval, norms, perm), jitted once per model structure and precision and shared by every setting: they
+    do not read the optimizer, so five settings compile them once, not five times (~5 s of the cpu preset's
+    set-up). ``model`` computes in ``precision``'s dtype already (`jaxinit.precision.policy_model`)."""
+    key = (model_key, batched, precision)
     hit = _SHARED.get(key)
     if hit is not None:
         return hit[1]
-    ev, nrm, perm = functools.partial(eval_chunk, model), norms, member_permutation
+    ev, nrm, perm = precision_lib.under(precision, functools.partial(eval_chunk, model)), norms, member_permutation
     if batched:
         ev = jax.vmap(ev, in_axes=(0, 0, None, None, None))
         nrm = jax.vmap(norms)
@@ -151,23 +153,26 @@ def _setting_free_fns(model_key: Any, model, batched: bool) -> tuple:
 
 
 def compiled_fns(model_key: Any, model, input_shape: tuple, setting: OptSetting, steps_per_epoch: int, epochs: int,
-                 batch_size: int, augment: bool, batched: bool) -> Compiled:
+                 batch_size: int, augment: bool, batched: bool, precision: str = "float32") -> Compiled:
     """Jitted functions for one setting, cached on structure only (never on swept values).
 
     ``model_key`` identifies the model's structure (its `ModelConfig`, input shape and classes for
-    registry models; the module object for a user's module, kept alive by the cache entry).
+    registry models; the module object for a user's module, kept alive by the cache entry). ``precision``
+    (`jaxinit.precision`, part of the key): init, step and eval are traced under its matmul precision and
+    run the model in its compute dtype; parameters, optimizer state and loss stay float32.
     """
-    key = (model_key, input_shape, setting, steps_per_epoch, epochs, batch_size, augment, batched)
+    key = (model_key, input_shape, setting, steps_per_epoch, epochs, batch_size, augment, batched, precision)
     hit = _COMPILED.get(key)
     if hit is not None:
         return hit[1]
     tx, schedule = make_optimizer(setting, steps_per_epoch, max(epochs, 1), input_shape)
-    init = functools.partial(init_member, model, tx)
-    step = functools.partial(train_step, model, tx, batch_size, augment)
+    model = precision_lib.policy_model(model, precision)
+    init = precision_lib.under(precision, functools.partial(init_member, model, tx))
+    step = precision_lib.under(precision, functools.partial(train_step, model, tx, batch_size, augment))
     if batched:
         init = jax.vmap(init, in_axes=(None, 0, 0))
         step = jax.vmap(step, in_axes=(0, None, None, 0, None, 0))
-    ev, nrm, perm = _setting_free_fns((model_key, input_shape), model, batched)
+    ev, nrm, perm = _setting_free_fns((model_key, input_shape), model, batched, precision)
     fns = Compiled(jax.jit(init), jax.jit(step, donate_argnums=0), ev, nrm, perm, schedule)
     _COMPILED[key] = (model, fns)
     return fns

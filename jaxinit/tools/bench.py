@@ -104,7 +104,10 @@ class BenchmarkConfig:
 class CompileClock:
     """Seconds JAX spends tracing, lowering and compiling inside `measure()` (jax.monitoring events).
 
-    Listens while entered (`with CompileClock() as clock:`); the listener is removed on exit.
+    Listens while entered (`with CompileClock() as clock:`). One listener per process is registered with
+    `jax.monitoring.register_event_duration_secs_listener` the first time a clock is entered and never
+    removed (not every jax version exports an unregister function); it forwards events to the clocks
+    entered at that moment, so a clock that has exited hears nothing.
     """
 
     EVENTS = ("/jax/core/compile/jaxpr_trace_duration", "/jax/core/compile/jaxpr_to_mlir_module_duration",
@@ -115,13 +118,15 @@ class CompileClock:
         self._active = False
 
     def __enter__(self) -> "CompileClock":
-        jax.monitoring.register_event_duration_secs_listener(self._listen)
+        _install_listener()
+        _CLOCKS.append(self)
         return self
 
     def __exit__(self, *exc) -> None:
-        jax.monitoring.unregister_event_duration_listener(self._listen)
+        if self in _CLOCKS:
+            _CLOCKS.remove(self)
 
-    def _listen(self, event: str, duration: float, **_) -> None:
+    def _listen(self, event: str, duration: float) -> None:
         if self._active and event in self.EVENTS:
             self.seconds += duration
 
@@ -134,6 +139,21 @@ class CompileClock:
         finally:
             self._active = False
             box["seconds"] = self.seconds - start
+
+
+_CLOCKS: list[CompileClock] = []       # the clocks entered now (the process listener forwards to these)
+_LISTENING = []                         # [True] once the process listener is registered
+
+
+def _forward(event: str, duration: float, *args, **kwargs) -> None:
+    for clock in tuple(_CLOCKS):
+        clock._listen(event, duration)
+
+
+def _install_listener() -> None:
+    if not _LISTENING:
+        jax.monitoring.register_event_duration_secs_listener(_forward)
+        _LISTENING.append(True)
 
 
 # --------------------------------------------------------------------------- one variant
