@@ -3,7 +3,7 @@ PY ?= python3
 VENV := .venv
 BIN := $(VENV)/bin
 
-.PHONY: demo test test-slow venv bench-accel accel-check clean
+.PHONY: demo test test-slow venv bench-accel accel-check accel-wheels clean
 
 $(BIN)/python:
 	$(PY) -m venv $(VENV)
@@ -46,6 +46,13 @@ bench-accel:
 # (no tyro, matplotlib, tqdm or scipy); on a CPU-only jax it stops with one line (`--tiny` runs there).
 accel-check:
 	$(ACCEL_PY) -m experiments.accel_check --out $(RUNS)/accel_check
+
+# The pure-Python wheels a device machine lacks for the experiments' command line (tyro and its dependencies, for
+# its Python 3.12), into the ignored .whl/ that travels with the working tree; there:
+#   python3 -m pip install --no-index --find-links .whl tyro
+# accel_check itself needs none of them.
+accel-wheels: venv
+	$(BIN)/python -m pip download -q tyro --python-version 3.12 --only-binary=:all: --platform any -d .whl
 
 clean:
 	rm -rf runs .pytest_cache
