@@ -6,7 +6,7 @@ T_adapt = sum eta_k (adam, adamw, muon: lr, and for adam also the number of epoc
 run of the forgetting study (3 seeds x 6 sigma_w by default) in DIR/points/<name>; an interrupted
 sweep continues with --resume (or by running the same command again).
 
-    python -m experiments.clocks                           # cpu preset (README: "Which clock?")
+    python -m experiments.clocks                           # cpu preset (README: "Forgetting on its own clock")
     python -m experiments.clocks --preset smoke --out /tmp/c
     python -m experiments.clocks --preset clock_test       # T_SGD against sum eta (README: "The clock test")
     python -m experiments.clocks --preset adaptive_test    # Adam and Muon on T_adapt against T_update

@@ -253,8 +253,10 @@ def test_full_check_refuses_a_cpu_in_one_line(capsys, tmp_path):
 
 
 def test_make_accel_check_runs_the_check_alone_under_runs():
-    done = subprocess.run(["make", "-n", "accel-check", "RUNS=somewhere", "ACCEL_PY=py"], cwd=ROOT,
-                          capture_output=True, text=True, env={**os.environ, "OUT": "exported"})
+    # Under `make test` the parent make's MAKELEVEL / MAKEFLAGS would make this one print "Entering directory".
+    env = {k: v for k, v in os.environ.items() if k not in ("MAKELEVEL", "MAKEFLAGS", "MFLAGS")}
+    done = subprocess.run(["make", "--no-print-directory", "-n", "accel-check", "RUNS=somewhere", "ACCEL_PY=py"],
+                          cwd=ROOT, capture_output=True, text=True, env={**env, "OUT": "exported"})
     assert done.returncode == 0, done.stderr
     assert done.stdout.strip().splitlines() == ["py -m experiments.accel_check --out somewhere/accel_check"]
 
