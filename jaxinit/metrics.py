@@ -4,6 +4,8 @@ All functions are single-member and pure (vmap them over members).
 """
 from __future__ import annotations
 
+from typing import Any
+
 import jax
 import jax.numpy as jnp
 import optax
@@ -26,8 +28,11 @@ def param_norm(params) -> jax.Array:
     return optax.global_norm(params)
 
 
+def by_path(tree) -> dict[str, Any]:
+    """The leaves of a pytree keyed by their '/'-joined path (e.g. 'dense_0/kernel'), in flattening order."""
+    return {"/".join(key_name(k) for k in path): leaf for path, leaf in jax.tree_util.tree_flatten_with_path(tree)[0]}
+
+
 def layer_norms(params) -> dict[str, jax.Array]:
     """Frobenius norm per leaf, keyed by its '/'-joined path (e.g. 'dense_0/kernel')."""
-    flat = jax.tree_util.tree_flatten_with_path(params)[0]
-    return {"/".join(key_name(k) for k in path): jnp.sqrt(jnp.sum(jnp.square(leaf)))
-            for path, leaf in flat}
+    return {name: jnp.sqrt(jnp.sum(jnp.square(leaf))) for name, leaf in by_path(params).items()}

@@ -4,11 +4,9 @@ train-set metrics on a subset, asynchronous checkpoints, and training without th
 import io
 import json
 import os
-import signal
 import subprocess
 import sys
 import textwrap
-import time
 from dataclasses import replace
 from pathlib import Path
 
@@ -20,6 +18,7 @@ from experiments import forgetting as F
 from jaxinit import checkpoint, forgetting, interrupt, precision
 from jaxinit.config import ConfigError, DataConfig, ModelConfig, OptConfig, SweepConfig, TrainConfig
 from jaxinit.forgetting import evaluate, loop, progress
+from stops import interrupt_after
 
 ROOT = Path(__file__).resolve().parents[1]
 SMOKE = forgetting.preset("smoke")
@@ -97,12 +96,7 @@ def test_runs_made_before_the_new_fields_keep_their_fingerprint():
 
 # --------------------------------------------------------------------------- run.json
 def test_run_json_survives_a_stop_after_the_first_epoch(tmp_path, monkeypatch):
-    calls = {"n": 0}
-
-    def pending():          # 4 steps an epoch, one check per step: stop at epoch 2, step 1
-        calls["n"] += 1
-        return signal.SIGTERM if calls["n"] > 5 else None
-    monkeypatch.setattr(interrupt, "pending", pending)
+    interrupt_after(monkeypatch, 5)          # 4 steps an epoch, one check per step: stop at epoch 2, step 1
     out = tmp_path / "cut"
     with pytest.raises(interrupt.Interrupted):
         forgetting.fit(TINY, out)
@@ -203,12 +197,7 @@ def test_the_paper_presets_use_a_subset_and_background_checkpoints():
 def test_async_checkpoints_give_the_same_files_and_an_exact_resume(tmp_path, monkeypatch):
     ref = forgetting.fit(TINY, tmp_path / "sync")
     cfg = _train(TINY, async_checkpoint=True)
-    calls = {"n": 0}
-
-    def pending():
-        calls["n"] += 1
-        return signal.SIGTERM if calls["n"] > 6 else None
-    monkeypatch.setattr(interrupt, "pending", pending)
+    interrupt_after(monkeypatch, 6)
     out = tmp_path / "async"
     with pytest.raises(interrupt.Interrupted):
         forgetting.fit(cfg, out)
@@ -221,20 +210,26 @@ def test_async_checkpoints_give_the_same_files_and_an_exact_resume(tmp_path, mon
 
 
 def test_the_digest_is_computed_off_the_training_thread(tmp_path, monkeypatch):
+    """Ordering, not timing: the digest waits until the test releases it, so `save` can return before it
+    only if the digest runs on another thread (a synchronous save would wait out the 30 s and then fail)."""
+    import threading
     original = checkpoint.tree_digest
+    release, started_on = threading.Event(), []
 
-    def slow_digest(tree):
-        time.sleep(0.6)
+    def held_digest(tree):
+        started_on.append(threading.get_ident())
+        assert release.wait(timeout=30), "the digest was never released: save() waited for it"
         return original(tree)
-    monkeypatch.setattr(checkpoint, "tree_digest", slow_digest)
+    monkeypatch.setattr(checkpoint, "tree_digest", held_digest)
     state = {"w": jax.numpy.arange(1000.0)}
     meta = {"epoch": 0, "step_in_epoch": 0, "n_members": 1, "config_fingerprint": "f"}
     ckpt = checkpoint.Checkpointer(tmp_path / "a", asynchronous=True)
-    t = time.perf_counter()
     ckpt.save(0, state, meta)
-    returned = time.perf_counter() - t
+    returned_before_digest = not release.is_set()
+    release.set()
     ckpt.close()
-    assert returned < 0.5 and ckpt.saves[0]["write_s"] > 0 and ckpt.saves[0]["blocking_s"] < 0.5
+    assert returned_before_digest and started_on and started_on[0] != threading.get_ident()
+    assert ckpt.saves[0]["write_s"] > 0
     again = checkpoint.Checkpointer(tmp_path / "a")
     restored, meta = again.restore(0, checkpoint.abstract_like(state))
     again.close()

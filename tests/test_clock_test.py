@@ -95,7 +95,7 @@ def test_collapse_tests_find_the_planted_clock(truth, expect):
     rng = np.random.default_rng(1)
     entries = {f"sgd_lr{lr}": _entries(lr, list(T.horizons(e)), truth, rng=rng)
                for lr, e in ((0.2, 20), (0.1, 40), (0.05, 80), (0.025, 320))}
-    res = T.collapse_tests(entries, {n: "sgd" for n in entries}, n_boot=200)
+    res = T.collapse_tests(T.curves(entries, {n: "sgd" for n in entries}), n_boot=200)
     assert set(res) == {"sgd"}
     sgd = res["sgd"]
     assert sgd["better"] == expect and sgd["decisive"], sgd
@@ -106,7 +106,7 @@ def test_collapse_tests_find_the_planted_clock(truth, expect):
 
 def test_collapse_tests_skip_groups_with_one_point_and_table_rows_are_flat():
     entries = {"sgd_a": _entries(0.1, [1, 2, 5], lambda t, s: 10.0), "adam_b": []}
-    assert T.collapse_tests(entries, {"sgd_a": "sgd", "adam_b": "adam"}) == {}
+    assert T.collapse_tests(T.curves(entries, {"sgd_a": "sgd", "adam_b": "adam"})) == {}
     rows = T.table_rows({"sgd_a": entries["sgd_a"]})
     assert [r["epoch"] for r in rows] == [1, 2, 5] and rows[0]["point"] == "sgd_a"
     assert rows[0]["per_seed"] == entries["sgd_a"][0]["spread_pp_per_seed"] and rows[0]["clocks"]["T_SGD"] > 0

@@ -1,7 +1,6 @@
 """The forgetting run loop as a library: in memory, a user's flax module, calibrated init, resume repair."""
 import json
 import os
-import signal
 from dataclasses import replace
 from pathlib import Path
 
@@ -15,6 +14,7 @@ from jaxinit import forgetting, interrupt
 from jaxinit.config import ConfigError, DataConfig, ModelConfig, OptConfig, SweepConfig, TrainConfig
 from jaxinit.forgetting import loop
 from jaxinit.forgetting import members as M
+from stops import interrupt_after
 
 SMOKE = forgetting.preset("smoke")
 TINY = replace(SMOKE, data=DataConfig(name="gaussian", n_samples=600, dim=16, n_train=256, n_val=128),
@@ -70,20 +70,10 @@ def test_epoch0_evaluates_the_network_training_starts_from():
     jax.tree.map(lambda a, b: np.testing.assert_allclose(a, b, rtol=1e-6, atol=1e-7), state.params, params)
 
 
-def _interrupt_after(monkeypatch, n_checks):
-    calls = {"n": 0}
-
-    def pending():
-        calls["n"] += 1
-        return signal.SIGTERM if calls["n"] > n_checks else None
-    monkeypatch.setattr(interrupt, "pending", pending)
-    return calls
-
-
 def test_a_signal_mid_epoch_checkpoints_that_step_and_resume_is_bit_identical(tmp_path, monkeypatch):
     ref = forgetting.fit(TINY, tmp_path / "ref")
     out = tmp_path / "cut"
-    _interrupt_after(monkeypatch, 6)                       # 4 steps an epoch: stop in epoch 2, step 2
+    interrupt_after(monkeypatch, 6)                       # 4 steps an epoch: stop in epoch 2, step 2
     with pytest.raises(interrupt.Interrupted):
         forgetting.fit(TINY, out)
     monkeypatch.undo()

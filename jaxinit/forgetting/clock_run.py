@@ -66,12 +66,9 @@ def run_point(cfg: ClocksConfig, p: Point, out, progress: bool = True) -> tuple[
 def horizon_entries(pcfg, res) -> list[dict]:
     """The point's spreads at every horizon of `clock_test.horizons`, with the clocks reached by then
     (its own step sizes, batch size, L2 and momentum, as `loop.summarize` takes them)."""
-    from jaxinit.forgetting.evaluate import member_learning_rates
     from jaxinit.forgetting.history import to_jsonable
-    from jaxinit.forgetting.loop import clock_inputs
-    last = max(r["epoch"] for r in res.rows)
-    etas = member_learning_rates(res.sweep.groups, [r for r in res.rows if r["epoch"] == last])
-    l2, mu = clock_inputs(res.sweep)
+    from jaxinit.forgetting.loop import clock_args
+    etas, l2, mu = clock_args(res.sweep, res.rows)
     return to_jsonable(clock_test.point_entries(res.rows, etas, pcfg.train.batch_size, l2, mu,
                                                 pcfg.train.epochs, pcfg.train.eval_every))
 
@@ -94,13 +91,14 @@ def run(cfg: ClocksConfig, out, progress: bool = True) -> tuple[list[dict], dict
         lines.append(ln)
     out = Path(out)
     families = {p.name: p.family for p in points(cfg)}
-    v = {**verdicts(lines), "collapse_test": clock_test.collapse_tests(entries, families, cfg.analysis.selection)}
+    groups = clock_test.curves(entries, families, cfg.analysis.selection)
+    v = {**verdicts(lines), "collapse_test": clock_test.collapse_tests(groups)}
     run_files = rundir.Manifest(out)
     run_files.write_jsonl(out / "clocks.jsonl", lines)
     run_files.write_jsonl(out / "horizons.jsonl", clock_test.table_rows(entries, cfg.analysis.selection))
     files.check_inside(out, out / "figures")     # a figures/ linked out of the run is never written through
     figs = clock_plots.make_all(out, lines, v)
-    for group, c in clock_test.curves(entries, families, cfg.analysis.selection).items():
+    for group, c in groups.items():
         figs.append(clock_plots.plot_collapse(c["runs"], c["names"], v["collapse_test"][group],
                                               out / "figures" / f"collapse_{group}.png"))
     rundir.record_written(out, figs)

@@ -54,37 +54,28 @@ def group_of(family: str) -> tuple[str, tuple[str, ...]] | None:
     return next(((g, clocks) for g, fams, clocks in COLLAPSE_GROUPS if family in fams), None)
 
 
-def collapse_tests(entries: Mapping[str, Sequence[Mapping[str, Any]]], families: Mapping[str, str],
-                   selection: str = "best_val", n_boot: int | None = None) -> dict[str, Any]:
-    """Per group with at least two points: which clock collapses its points' spread curves.
-
-    `entries`: {point name: its `point_entries`}; `families`: {point name: family}. Returns {group:
-    {"points": [names], "clock_field": "clocks", **horizon.clock_collapse(...)}}; the curves use the
-    clocks reached at the horizon T (the training done), the spread of `selection` at T.
-    """
-    out: dict[str, Any] = {}
-    for group, fams, clocks in COLLAPSE_GROUPS:
-        names = [n for n in entries if families[n] in fams and entries[n]]
-        if len(names) < 2:
-            continue
-        runs = [horizon.collapse_curve(entries[n], families[n], clocks, rule=selection) for n in names]
-        kw = {} if n_boot is None else {"n_boot": n_boot}
-        out[group] = {"points": names, "clock_field": "clocks", "selection": selection,
-                      **horizon.clock_collapse(runs, clocks, **kw)}
-    return out
-
-
 def curves(entries: Mapping[str, Sequence[Mapping[str, Any]]], families: Mapping[str, str],
            selection: str = "best_val") -> dict[str, Any]:
-    """The plottable `horizon.collapse_curve` of every point in a group, by group: {group: {"names",
-    "runs"}} (what `clock_plots.plot_collapse` draws)."""
+    """Per group with at least two points, its points' spread curves: {group: {"names", "clocks", "runs",
+    "selection"}}, `runs` being the `horizon.collapse_curve` of each point (the clocks reached at the
+    horizon T, the training done; the spread of `selection` at T). What `collapse_tests` tests and
+    `clock_plots.plot_collapse` draws."""
     out: dict[str, Any] = {}
     for group, fams, clocks in COLLAPSE_GROUPS:
         names = [n for n in entries if families[n] in fams and entries[n]]
         if len(names) >= 2:
-            out[group] = {"names": names, "runs": [horizon.collapse_curve(entries[n], families[n], clocks,
-                                                                          rule=selection) for n in names]}
+            out[group] = {"names": names, "clocks": clocks, "selection": selection,
+                          "runs": [horizon.collapse_curve(entries[n], families[n], clocks, rule=selection)
+                                   for n in names]}
     return out
+
+
+def collapse_tests(groups: Mapping[str, Mapping[str, Any]], n_boot: int | None = None) -> dict[str, Any]:
+    """Per group of `curves`: which clock collapses its points' spread curves. Returns {group: {"points":
+    [names], "clock_field": "clocks", "selection", **horizon.clock_collapse(...)}}."""
+    kw = {} if n_boot is None else {"n_boot": n_boot}
+    return {group: {"points": c["names"], "clock_field": "clocks", "selection": c["selection"],
+                    **horizon.clock_collapse(c["runs"], c["clocks"], **kw)} for group, c in groups.items()}
 
 
 def table_rows(entries: Mapping[str, Sequence[Mapping[str, Any]]], selection: str = "best_val") -> list[dict]:

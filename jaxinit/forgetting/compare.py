@@ -27,6 +27,7 @@ import numpy as np
 
 from jaxinit.forgetting import stats
 from jaxinit.forgetting.memory import selection_keys
+from jaxinit.forgetting.tables import _fmt, _with_ci
 
 MAX_EXACT_SEEDS = 16
 
@@ -61,14 +62,6 @@ def paired_difference(a: Mapping[str, Any], b: Mapping[str, Any], setting: str, 
             "mean": float(np.mean(d)) if d else None, "ci95": stats.t_interval(d), "p": sign_flip_p(d)}
 
 
-def _fmt(x: Any, spec: str = ".1f") -> str:
-    return "-" if x is None else format(x, spec)
-
-
-def _ci(m: Any, ci: Any) -> str:
-    return _fmt(m) + (f" [{ci[0]:.1f}, {ci[1]:.1f}]" if ci else "")
-
-
 def table(runs: Sequence[tuple[str, Mapping[str, Any]]], selection: str = "best_val") -> str:
     """Markdown: one row per (setting, run) with spread, null, slope and the paired differences against
     the first run (slope and spread, pp per e-fold and pp)."""
@@ -85,9 +78,10 @@ def table(runs: Sequence[tuple[str, Mapping[str, Any]]], selection: str = "best_
             if name != base_name:
                 for i, stat in enumerate(("slope", "spread")):
                     d = paired_difference(base, summary, setting, stat, selection)
-                    diffs[i] = f"{_ci(d['mean'], d['ci95'])}, p = {_fmt(d['p'], '.3f')}"
-            lines.append(f"| {setting} | {name} | {_ci(s.get(k['spread']), s.get(k['ci']))} | {_fmt(s.get(k['null']))} "
-                         f"| {_ci(s.get(k['slope']), s.get(k['slope_ci']))} | {diffs[0]} | {diffs[1]} |")
+                    diffs[i] = f"{_with_ci(d['mean'], d['ci95'])}, p = {_fmt(d['p'], '.3f')}"
+            lines.append(f"| {setting} | {name} | {_with_ci(s.get(k['spread']), s.get(k['ci']))} "
+                         f"| {_fmt(s.get(k['null']), '.1f')} | {_with_ci(s.get(k['slope']), s.get(k['slope_ci']))} "
+                         f"| {diffs[0]} | {diffs[1]} |")
     return "\n".join(lines)
 
 

@@ -13,8 +13,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from jaxinit import distributed
-from jaxinit.init import key_name
+from jaxinit import distributed, metrics
 from jaxinit.forgetting.members import Chunk, chunk_to_stacked
 from jaxinit.forgetting.step import TrainState
 
@@ -88,6 +87,8 @@ def eval_rows(chunk: Chunk, state: TrainState, splits: dict[str, EvalSplit], epo
     nrm = distributed.to_host(chunk.fns.norms(state.params))
     flags = chunk_to_stacked(chunk, state._replace(params=None, model_state=None, opt_state=None))
     stacked = distributed.to_host(flags)   # only the step counters and divergence flags go to the host
+    update_sums = {field: metrics.by_path(sums)
+                   for field, sums in zip(("update_rms_sum", "update_ms_sum"), stacked.update_sums or ())}
     rows = []
     for j, m in enumerate(chunk.members):
         steps = int(stacked.step[j])
@@ -98,9 +99,8 @@ def eval_rows(chunk: Chunk, state: TrainState, splits: dict[str, EvalSplit], epo
             row[f"{name}_acc"] = float(acc[j])
         row["param_norm"] = float(np.atleast_1d(nrm["param_norm"])[j])
         row["param_norm_layers"] = {k: float(np.atleast_1d(v)[j]) for k, v in nrm["layers"].items()}
-        for field, sums in zip(("update_rms_sum", "update_ms_sum"), stacked.update_sums or ()):
-            row[field] = {"/".join(key_name(k) for k in path): float(np.atleast_1d(v)[j])
-                          for path, v in jax.tree_util.tree_flatten_with_path(sums)[0]}
+        for field, named in update_sums.items():
+            row[field] = {k: float(np.atleast_1d(v)[j]) for k, v in named.items()}
         row["diverged"] = bool(stacked.diverged[j])
         row["diverged_step"] = int(stacked.diverged_step[j]) if row["diverged"] else None
         rows.append(row)

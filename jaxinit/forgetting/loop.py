@@ -175,10 +175,16 @@ def clock_inputs(sweep: Sweep) -> tuple[dict, dict]:
     return l2, mu
 
 
-def summarize(cfg, sweep: Sweep, rows: list[dict]) -> dict:
+def clock_args(sweep: Sweep, rows: list[dict]) -> tuple[dict, dict, dict]:
+    """(step sizes, lambda, mu) per member: what `memory.summarize` and `horizon.spreads_over_time` take
+    to count the clocks along the schedule actually run (its length: the newest rows' step)."""
     last = max(r["epoch"] for r in rows)
     etas = member_learning_rates(sweep.groups, [r for r in rows if r["epoch"] == last])
-    l2, mu = clock_inputs(sweep)
+    return (etas, *clock_inputs(sweep))
+
+
+def summarize(cfg, sweep: Sweep, rows: list[dict]) -> dict:
+    etas, l2, mu = clock_args(sweep, rows)
     info = [{"member": m.index, "optimizer": m.optimizer, "sigma_w": m.sigma_w, "seed": m.seed} for m in sweep.members]
     return memory.summarize(rows, info, etas, cfg.train.batch_size, l2, mu)
 
