@@ -49,7 +49,7 @@ import jax
 
 from jaxinit import cli, files, rundir
 from jaxinit.tools.machine import machine_info
-from jaxinit.config import ConfigError, OptConfig
+from jaxinit.config import ConfigError, OptConfig, Preset, Presets
 from jaxinit.models import BUILDERS
 from jaxinit.models.layers import CONV_IMPLS
 from jaxinit.optim import resolve_setting
@@ -73,7 +73,13 @@ ACCEL = BenchmarkConfig(
                        require_accelerator=True),
     phase=PhaseSection(n_grid=200, depth=100, baseline_points=20))
 
-PRESETS = {"cpu": CPU, "quick": QUICK, "accel": ACCEL}
+PRESETS = Presets({
+    "cpu": Preset(CPU, "the project's 2-core CPU: MLP, ResNet-20 x0.25, ResNet-9 x0.125 (b = 32), K = 1..16; "
+                       "~4.5 min (default on a CPU)"),
+    "quick": Preset(QUICK, "tiny widths, K = 1, 2, 4 and a 20 x 20 phase diagram: the pipeline in ~4 min (--quick)"),
+    "accel": Preset(ACCEL, "a GPU/TPU: ResNet-9 at full width, b = 128, K = 1..16, budgeted for < 5 min "
+                           "(default on an accelerator)"),
+})
 
 
 # --------------------------------------------------------------------------- validation
@@ -169,14 +175,17 @@ def _emit(path: Path, rows: list[dict], new: list[dict]) -> None:
     rows.extend(new)
 
 
-def run(argv: list[str] | None = None) -> int:
-    return cli.run_experiment("experiments.benchmark", __doc__, BenchmarkConfig, PRESETS, platform_preset(), main,
-                              "runs/benchmark", validate=validate, argv=argv, preset_flags={"quick": "quick"})
-
-
 def platform_preset() -> str:
     """`cpu` on a CPU, `accel` on a GPU/TPU (so `make bench-accel` needs no flag)."""
     return "cpu" if jax.default_backend() == "cpu" else "accel"
+
+
+EXPERIMENT = cli.Experiment(prog="experiments.benchmark", doc=__doc__, presets=PRESETS, default=platform_preset,
+                            main=main, default_out="runs/benchmark", validate=validate, preset_flags={"quick": "quick"})
+
+
+def run(argv: list[str] | None = None) -> int:
+    return cli.run(EXPERIMENT, argv)
 
 
 if __name__ == "__main__":

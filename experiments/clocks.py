@@ -28,13 +28,13 @@ from __future__ import annotations
 from pathlib import Path
 
 from jaxinit import cli
-from jaxinit.forgetting.clock_run import run
+from jaxinit.forgetting import clock_run
 from jaxinit.forgetting.clocks import PRESETS, ClocksConfig, point_config, points, validate
 from jaxinit.forgetting.loop import check_setup
 
 
 def main(cfg: ClocksConfig, out: Path, resume: bool) -> None:
-    lines, verdicts = run(cfg, out)
+    lines, verdicts = clock_run.run(cfg, out)
     for ln in lines:
         sp = "-" if ln["spread_selected"] is None else f"{ln['spread_selected']:.1f}"
         cv = "-" if ln["clock_value"] is None else f"{ln['clock_value']:.3g}"
@@ -54,10 +54,13 @@ def prepare(cfg: ClocksConfig) -> None:
         check_setup(point_config(cfg, p))
 
 
-def run_cli(argv: list[str] | None = None) -> int:
-    return cli.run_experiment("experiments.clocks", __doc__, ClocksConfig, PRESETS, "cpu", main, "runs/clocks",
-                              validate=validate, argv=argv, prepare=prepare)
+EXPERIMENT = cli.Experiment(prog="experiments.clocks", doc=__doc__, presets=PRESETS, default="cpu", main=main,
+                            default_out="runs/clocks", validate=validate, prepare=prepare)
+
+
+def run(argv: list[str] | None = None) -> int:
+    return cli.run(EXPERIMENT, argv)
 
 
 if __name__ == "__main__":
-    raise SystemExit(run_cli())
+    raise SystemExit(run())

@@ -49,9 +49,12 @@ def draw_figures(out: Path) -> list[Path]:
                           f"{files.safe_path(out)}") from None
 
 
+EXPERIMENT = cli.Experiment(prog="experiments.forgetting", doc=__doc__, presets=PRESETS, default="cpu", main=main,
+                            default_out="runs/forgetting", validate=validate, prepare=check_setup, multihost=True)
+
+
 def run(argv: list[str] | None = None) -> int:
-    return cli.run_experiment("experiments.forgetting", __doc__, ForgettingConfig, PRESETS, "cpu", main,
-                              "runs/forgetting", validate=validate, argv=argv, multihost=True, prepare=check_setup)
+    return cli.run(EXPERIMENT, argv)
 
 
 if __name__ == "__main__":

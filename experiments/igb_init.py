@@ -20,7 +20,6 @@ trainability", has the tables.
 """
 from __future__ import annotations
 
-import sys
 import time
 from pathlib import Path
 
@@ -45,6 +44,13 @@ def main(cfg: IGBInitConfig, out: Path, resume: bool) -> None:
         print(f"figure {path}")
 
 
+EXPERIMENT = cli.Experiment(prog="experiments.igb_init", doc=__doc__, presets=PRESETS, default="cpu", main=main,
+                            default_out="runs/igb_init_cpu", validate=validate, replot=plot_all)
+
+
+def run(argv: list[str] | None = None) -> int:
+    return cli.run(EXPERIMENT, argv)
+
+
 if __name__ == "__main__":
-    sys.exit(cli.run_experiment("experiments.igb_init", __doc__, IGBInitConfig, PRESETS, "cpu", main,
-                                "runs/igb_init_cpu", validate, replot=plot_all))
+    raise SystemExit(run())

@@ -21,7 +21,6 @@ SGD and Adam): 24 min 04 s wall, 1,378 s CPU on the shared 2-core CPU (load 4-7)
 """
 from __future__ import annotations
 
-import sys
 import time
 from pathlib import Path
 
@@ -51,6 +50,13 @@ def main(cfg: IGBTrainConfig, out: Path, resume: bool) -> None:
         print(f"figure {path}")
 
 
+EXPERIMENT = cli.Experiment(prog="experiments.igb_train", doc=__doc__, presets=PRESETS, default="cpu", main=main,
+                            default_out="runs/igb_train_cpu", validate=validate, prepare=prepare, replot=plot_all)
+
+
+def run(argv: list[str] | None = None) -> int:
+    return cli.run(EXPERIMENT, argv)
+
+
 if __name__ == "__main__":
-    sys.exit(cli.run_experiment("experiments.igb_train", __doc__, IGBTrainConfig, PRESETS, "cpu", main,
-                                "runs/igb_train_cpu", validate, replot=plot_all, prepare=prepare))
+    raise SystemExit(run())

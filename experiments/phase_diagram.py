@@ -18,7 +18,6 @@ Runtime and the speed comparison: README, "Theory: phase diagrams".
 """
 from __future__ import annotations
 
-import sys
 import time
 from pathlib import Path
 
@@ -46,10 +45,13 @@ def main(cfg: PhaseDiagramConfig, out: Path, resume: bool) -> None:
     print(f"phase diagrams done in {time.perf_counter() - t0:.1f} s")
 
 
+EXPERIMENT = cli.Experiment(prog="experiments.phase_diagram", doc=__doc__, presets=PRESETS, default="cpu", main=main,
+                            default_out="runs/phase_diagram", validate=validate, replot=pd.replot)
+
+
 def run(argv: list[str] | None = None) -> int:
-    return cli.run_experiment("experiments.phase_diagram", __doc__, PhaseDiagramConfig, PRESETS, "cpu", main,
-                              "runs/phase_diagram", validate, argv=argv, replot=pd.replot)
+    return cli.run(EXPERIMENT, argv)
 
 
 if __name__ == "__main__":
-    sys.exit(run())
+    raise SystemExit(run())

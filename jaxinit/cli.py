@@ -1,13 +1,17 @@
 """The command line every `python -m experiments.<name>` shares.
 
     python -m experiments.NAME [--preset NAME] [--out DIR] [--resume | --overwrite] [--a.b=value | --a.b value ...]
-    python -m experiments.NAME --help          # every config field with its default (for the chosen preset)
+    python -m experiments.NAME --help          # the presets, and every config field with its default (chosen preset)
     python -m experiments.NAME --replot DIR    # figures from a run's saved results (where supported)
 
-The fixed flags are parsed with argparse; everything else is a dotted override of the preset's config,
-parsed by tyro over the frozen config dataclasses (`jaxinit.config.parse_overrides`, chosen because it
-reads the dataclasses we already have, field docstrings included, with no second schema to keep in
-step; ml_collections' config flags would force a `--config.` prefix on every key that DESIGN.md fixes).
+Every experiment has one shape: a module-level ``EXPERIMENT = cli.Experiment(prog=..., doc=__doc__,
+presets=..., default=..., main=..., default_out=..., validate=..., ...)`` and
+``def run(argv=None) -> int: return cli.run(EXPERIMENT, argv)``. The fixed flags are parsed with argparse;
+everything else is a dotted override of the preset's config, parsed by tyro over the frozen config
+dataclasses (`jaxinit.config_parse`, chosen because it reads the dataclasses we already have, field
+docstrings and ``Literal`` choices included, with no second schema to keep in step; ml_collections' config
+flags would force a `--config.` prefix on every key that DESIGN.md fixes). The presets are `Presets`
+(`jaxinit.config`): each with a line that ``--help`` prints; ``--preset NAME`` (DESIGN.md) picks one.
 Run directories are owned (`jaxinit.rundir`: lock, manifest, same-config continuation, `--overwrite`
 deleting the run's own files only, and only once the experiment's set-up checks passed), results
 are written atomically (`jaxinit.files`), every continuation is checked against the fingerprint the
@@ -24,17 +28,49 @@ import json
 import os
 import re
 import sys
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable, Mapping
 
 from jaxinit import files, interrupt, rundir
-from jaxinit.config import ConfigError, from_dict, parse_overrides, to_dict
+from jaxinit.config import ConfigError, Presets, from_dict, parse_overrides, to_dict
 from jaxinit.runinfo import comparable
 
 
-def write_json_atomic(path: Path, data: Any) -> None:
-    """(Older name of `jaxinit.files.write_json`.)"""
-    files.write_json(path, data)
+@dataclass(frozen=True)
+class Experiment:
+    """One ``python -m experiments.<name>``: what `run` needs to parse, claim the run directory and run it."""
+    prog: str
+    """module path, e.g. ``experiments.forgetting`` (usage lines and messages)"""
+    doc: str
+    """the module docstring, printed first by --help"""
+    presets: Presets
+    """the named configs, each with its description"""
+    default: str | Callable[[], str]
+    """the preset without --preset (a callable is asked at run time: the benchmark's depends on the platform)"""
+    main: Callable[[Any, Path, bool], Any]
+    """``main(cfg, out_dir, resume)``: the experiment itself"""
+    default_out: str
+    """run directory without --out"""
+    validate: Callable[[Any], None] | None = None
+    """``validate(cfg)`` raises a one-line `ConfigError` for values that make no sense"""
+    prepare: Callable[[Any], None] | None = None
+    """``prepare(cfg)`` raises the `ConfigError` the set-up would (data sizes, files); --overwrite calls it
+    before it deletes anything, so a run that cannot start never costs the finished one"""
+    replot: Callable[[Path], list[Path]] | None = None
+    """``plot_all(run_dir) -> paths`` behind ``--replot DIR`` (None: no such flag)"""
+    multihost: bool = False
+    """several processes may run it (`jaxinit.distributed`); otherwise a multi-process launch is one line"""
+    preset_flags: Mapping[str, str] = field(default_factory=dict)
+    """flags that stand for a preset: ``{"quick": "quick"}`` gives ``--quick``"""
+
+    def default_preset(self) -> str:
+        return self.default() if callable(self.default) else self.default
+
+    @property
+    def config_cls(self) -> type:
+        """The config dataclass (that of the default preset; every preset has it): what --resume reads."""
+        return type(self.presets[self.default_preset()])
 
 
 class _Parser(argparse.ArgumentParser):
@@ -56,28 +92,37 @@ def _fixed_parser(prog: str, replot: bool, preset_flags: Mapping[str, str]) -> _
     return p
 
 
-def _usage(prog: str, presets: Mapping[str, Any], default: str, replot: bool, preset_flags: Mapping[str, str]) -> str:
-    names = ", ".join(f"{n}{' (default)' if n == default else ''}" for n in presets)
-    lines = [f"usage: python -m {prog} [--preset NAME] [--out DIR] [--resume | --overwrite] [--a.b=value ...]",
+def _usage(exp: Experiment, default: str) -> str:
+    """The one usage of ``--help``: the fixed flags, then every preset with its description."""
+    replot = " [--replot DIR]" if exp.replot is not None else ""
+    flags = "".join(f" [--{flag}]" for flag in exp.preset_flags)
+    lines = [f"usage: python -m {exp.prog} [--preset NAME]{flags} [--out DIR] [--resume | --overwrite]{replot} "
+             f"[--a.b=value ...]",
              "",
-             f"  --preset NAME   one of: {names}",
+             f"  --preset NAME   a preset below (default: {default})",
              "  --out DIR       run directory; a fresh run into a run of the same config continues it",
              "  --resume        continue the run in --out (its saved config.json)",
              "  --overwrite     replace the run in --out (deletes that run's own files only)"]
-    if replot:
+    if exp.replot is not None:
         lines.append("  --replot DIR    redraw the figures of a finished run from its saved results")
-    lines += [f"  --{flag:<13} same as --preset {name}" for flag, name in preset_flags.items()]
+    lines += [f"  --{flag:<13} same as --preset {name}" for flag, name in exp.preset_flags.items()]
+    names = {name: name + (" (default)" if name == default else "") for name in exp.presets}
+    width = max(map(len, names.values()))
+    lines += ["", "presets:"] + [f"  {names[n]:<{width}}  {exp.presets.description(n)}" for n in exp.presets]
     lines += ["", "config fields of the chosen preset (--a.b=value or --a.b value):", ""]
     return "\n".join(lines)
 
 
-def _choose_preset(args, presets: Mapping[str, Any], default: str, preset_flags: Mapping[str, str]) -> str | None:
+def _choose_preset(args, presets: Presets, preset_flags: Mapping[str, str]) -> str | None:
     chosen = [name for flag, name in preset_flags.items() if getattr(args, flag)]
     if chosen and args.preset:
         raise ConfigError(f"--{next(f for f, n in preset_flags.items() if n == chosen[0])} is --preset {chosen[0]}; give one of them")
     name = chosen[0] if chosen else args.preset
-    if name is not None and name not in presets:
-        raise ConfigError(f"--preset: unknown preset {name!r} (choose from {', '.join(presets)})")
+    if name is not None:
+        try:
+            presets.pick(name)
+        except ConfigError as err:
+            raise ConfigError(f"--preset: {err}; --help says what each is for") from None
     return name
 
 
@@ -177,39 +222,37 @@ def _fingerprint(out: Path, cfg: Any, env: dict, resume: bool) -> None:
         rundir.start_fingerprint(out, parts)
 
 
-def _run(prog, doc, config_cls, presets, default, main, default_out, validate, argv, multihost, replot,
-         preset_flags, prepare) -> int:
-    args, overrides = _fixed_parser(prog, replot is not None, preset_flags).parse_known_args(argv)
+def _run(exp: Experiment, argv: list[str]) -> int:
+    args, overrides = _fixed_parser(exp.prog, exp.replot is not None, exp.preset_flags).parse_known_args(argv)
     bad = [a for a in overrides if a.startswith("--") and "." not in a.split("=", 1)[0]]
     if bad:
         raise ConfigError(f"unknown argument {bad[0]!r} (overrides take the form --section.key=value)")
-    preset = _choose_preset(args, presets, default, preset_flags)
+    preset = _choose_preset(args, exp.presets, exp.preset_flags)
+    default = exp.default_preset()
     if args.help:
-        print(doc.strip() + "\n\n" + _usage(prog, presets, default, replot is not None, preset_flags))
-        try:
-            parse_overrides(presets[preset or default], ["--help"], prog=f"python -m {prog}")
-        except SystemExit as done:   # tyro prints the fields and exits 0
-            return int(done.code or 0)
+        from jaxinit.config_parse import fields_help
+        print(exp.doc.strip() + "\n\n" + _usage(exp, default))
+        print(fields_help(exp.presets[preset or default], prog=f"python -m {exp.prog}"))
         return 0
-    if replot is not None and args.replot is not None:
-        return _replot(prog, args.replot, replot)
+    if exp.replot is not None and args.replot is not None:
+        return _replot(exp.prog, args.replot, exp.replot)
     if args.resume and args.overwrite:
         raise ConfigError("--resume and --overwrite contradict each other; give one")
     _check_xla_flags()
     with _backend_errors():
-        writer = join_hosts(prog, multihost)
+        writer = join_hosts(exp.prog, exp.multihost)
         env = rundir.numeric_environment()
-    out = rundir.resolve_out(args.out, default_out)
+    out = rundir.resolve_out(args.out, exp.default_out)
     if args.resume and not out.is_dir():
         raise ConfigError(f"--resume: no run to resume in {files.safe_path(out)}")
-    cfg = resolve_config(config_cls, presets, default, preset, overrides, out, args.resume, prog)
-    if validate is not None:
-        validate(cfg)
+    cfg = resolve_config(exp.config_cls, exp.presets, default, preset, overrides, out, args.resume, exp.prog)
+    if exp.validate is not None:
+        exp.validate(cfg)
     if writer:
         rundir.check_not_nested(out)
     with (rundir.RunLock(out) if writer else contextlib.nullcontext()):
         try:
-            resume, wrote_config, continuing = _claim(out, cfg, args.resume, args.overwrite, prog, prepare) \
+            resume, wrote_config, continuing = _claim(out, cfg, args.resume, args.overwrite, exp.prog, exp.prepare) \
                 if writer else (args.resume, False, False)
             if writer:
                 _fingerprint(out, cfg, env, resume)
@@ -219,7 +262,7 @@ def _run(prog, doc, config_cls, presets, default, main, default_out, validate, a
             _agree_across_hosts(-1)   # the other hosts must not wait for a run that will not start
             raise
         resume = _agree_across_hosts(int(resume)) == 1
-        _run_main(main, cfg, out, resume, wrote_config, writer, prog)
+        _run_main(exp.main, cfg, out, resume, wrote_config, writer, exp.prog)
     if writer:
         _say_left_alone(out)
         print(f"wrote {files.safe_path(out)}")
@@ -296,25 +339,13 @@ def join_hosts(prog: str, multihost: bool) -> bool:
     return distributed.is_writer()
 
 
-def run_experiment(prog: str, doc: str, config_cls: type, presets: Mapping[str, Any], default: str,
-                   main: Callable[[Any, Path, bool], Any], default_out: str,
-                   validate: Callable[[Any], None] | None = None, argv: list[str] | None = None,
-                   multihost: bool = False, replot: Callable[[Path], list[Path]] | None = None,
-                   preset_flags: Mapping[str, str] | None = None, prepare: Callable[[Any], None] | None = None) -> int:
-    """Parse, claim the run directory, run ``main(cfg, out_dir, resume)``; return the exit status.
-
-    `multihost`: the experiment supports several processes (`jaxinit.distributed`); the others refuse
-    a multi-process launch with one line rather than have every host write the same files.
-    `replot`: ``plot_all(run_dir) -> paths`` behind ``--replot DIR``. `preset_flags`: flags that stand
-    for a preset (``{"quick": "quick"}`` gives ``--quick``). `prepare`: ``prepare(cfg)`` raises the
-    `ConfigError` the experiment's set-up would (data sizes, files); ``--overwrite`` calls it before it
-    deletes anything, so a run that cannot start never costs the finished one.
-    """
+def run(exp: Experiment, argv: list[str] | None = None) -> int:
+    """Parse ``argv`` (default: the process's), claim the run directory, run ``exp.main(cfg, out_dir,
+    resume)``; return the exit status (0, 2 for a user error in one line, a signal's status)."""
     argv = sys.argv[1:] if argv is None else list(argv)
     try:
         with interrupt.handled():
-            return _run(prog, doc, config_cls, presets, default, main, default_out, validate, argv, multihost,
-                        replot, dict(preset_flags or {}), prepare)
+            return _run(exp, argv)
     except ConfigError as e:
         print(f"error: {e}", file=sys.stderr)
         return 2
@@ -333,12 +364,3 @@ def _replot(prog: str, run_dir: str, plot_all: Callable[[Path], list[Path]]) -> 
         raise ConfigError(f"--replot {files.safe_path(out)}: no saved results (results/*.npz) of a {prog} run there")
     print("\n".join(files.safe_path(p) for p in plot_all(out)))
     return 0
-
-
-def replot(prog: str, run_dir: str, plot_all: Callable[[Path], list[Path]]) -> int:
-    """(Older argv form of ``--replot DIR``; mains now pass ``replot=`` to `run_experiment`.)"""
-    try:
-        return _replot(prog, run_dir, plot_all)
-    except ConfigError as e:
-        print(f"error: {e}", file=sys.stderr)
-        return 2

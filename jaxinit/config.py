@@ -1,31 +1,28 @@
-"""Frozen dataclass configs shared by the experiments, and their one parser (tyro).
+"""Frozen dataclass configs shared by the experiments, their presets, and their checks.
 
 Structure (model kind, depth, strategy) is static; swept values (`sweep.sigma_w`, seeds) become
 traced arrays in the run loops, so changing them never recompiles.
 
 Each experiment defines a top-level frozen dataclass whose fields are sub-configs (frozen dataclasses
-of scalars and tuples); every field carries a docstring, which `--help` shows. Command lines are
-parsed by tyro (`parse_overrides`) with a few conventions the project fixed before tyro:
-`--a.b=value` and `--a.b value` both work, tuples are comma-separated (`--sweep.sigma_w=0.5,1,2`),
-booleans take `true/false/1/0/yes/no`, optional values take `none`. Anything unknown or unparsable
-raises `ConfigError`, which the entrypoints turn into one line + exit status 2.
+of scalars and tuples); every field carries a docstring, which `--help` shows. A choice among fixed
+strings is typed ``Literal[...]`` (the aliases below), so the parser shows and checks its choices; a
+plain ``str`` is an open set (optimizer setting labels, `jaxinit.optim`). Its named settings are
+registered as `Presets` of `Preset(config, description)`. Command lines and saved config.json files are
+read by `jaxinit.config_parse` (`parse_overrides`, `apply_overrides`, `from_dict`, re-exported here);
+anything unknown or unparsable raises `ConfigError`, which the entrypoints turn into one line + exit 2.
 
-Every parsed or loaded config passes `check_values` (floats finite, ints within int32, seeds >= 0) and
-`from_dict` type-checks a saved config.json field by field; `validate_common` adds the checks in float32,
-the training dtype (values that underflow or collide there), and the memory estimates of `jaxinit.budget`.
+Every parsed or loaded config passes `check_values` (floats finite, ints within int32, seeds >= 0,
+choices among their Literal) and `from_dict` type-checks a saved config.json field by field;
+`validate_common` adds the checks in float32, the training dtype (values that underflow or collide
+there), and the memory estimates of `jaxinit.budget`.
 """
 from __future__ import annotations
 
-import contextlib
 import dataclasses
-import io
-import json
 import math
-import os
-import types
 import typing
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Iterator, Literal, Mapping, NamedTuple
 
 FLOAT32_MAX = 3.4028234663852886e38
 FLOAT32_TINY = 1.1754943508222875e-38   # float32's smallest normal number; below it XLA flushes to zero
@@ -33,6 +30,23 @@ INT32_MAX = 2**31 - 1
 # sigma_w's floor: the kernel norms sum squared entries sigma_w^2 x 2/fan_in, which for fan-ins up to 1e7
 # stay normal float32 numbers down to sigma_w = 1e-15 (at 1e-46 the kernels themselves are 0.0).
 SIGMA_W_MIN = 1e-15
+
+# The choices of the shared fields; each equals its library's registry (tests/test_config.py checks them).
+DataName = Literal["digits", "mnist1d", "gaussian", "mnist", "fashion_mnist", "cifar10", "cifar100"]
+Normalize = Literal["standard", "sphere", "none"]                    # jaxinit.data.pipeline.NORMALIZE
+ModelName = Literal["mlp", "resnet9", "resnet8", "resnet20", "resnet32", "resnet44", "resnet56", "resnet110",
+                    "vit", "cnn"]                                      # jaxinit.models.BUILDERS
+TheoryActivation = Literal["linear", "relu", "erf", "tanh", "gelu", "silu", "relu+maxpool", "relu+avgpool",
+                           "tanh+maxpool", "tanh+avgpool"]             # theory.activations.NAMES
+Activation = Literal[TheoryActivation, "elu", "sigmoid"]               # jaxinit.models.activations.NAMES
+BaseInit = Literal["he_normal", "lecun_normal", "glorot_normal", "normal_fan_in"]   # jaxinit.init.BASE_INITS
+SigmaWScope = Literal["all", "hidden", "head"]                        # jaxinit.init.SIGMA_W_SCOPES
+ConvImpl = Literal["lax", "im2col"]                                   # jaxinit.models.layers.CONV_IMPLS
+Schedule = Literal["constant", "step", "cosine", "warmup_cosine"]     # jaxinit.optim.SCHEDULES
+MuonFirstLayer = Literal["adam", "muon"]                              # jaxinit.optim.MUON_FIRST_LAYER
+MuonAux = Literal["current", "reference"]                             # jaxinit.optim.MUON_AUX
+Strategy = Literal["auto", "vmap", "sequential", "chunked"]           # jaxinit.forgetting.members
+Precision = Literal["float32", "tf32", "bf16"]                        # jaxinit.precision.PRECISIONS
 
 
 class ConfigError(ValueError):
@@ -42,8 +56,8 @@ class ConfigError(ValueError):
 # --------------------------------------------------------------------------- sub-configs
 @dataclass(frozen=True)
 class DataConfig:
-    name: str = "mnist1d"
-    """digits | mnist1d | gaussian | mnist | fashion_mnist | cifar10 | cifar100"""
+    name: DataName = "mnist1d"
+    """the data set: synthetic digits / mnist1d / gaussian, or a real one read from data.dir"""
     dir: str = ""
     """where real data lives: a tfds data_dir or the original archives (~ is expanded)"""
     n_train: int = 0
@@ -56,12 +70,10 @@ class DataConfig:
     """test examples (0 = the whole test split)"""
     split_seed: int = 0
     """seed of the permutation that carves validation from train"""
-    binarize: bool = False
-    """labels -> label % 2 (IGB study)"""
     augment: bool = False
     """random crop (pad 4) + horizontal flip, images only"""
-    normalize: str = "standard"
-    """standard (train mean/std per channel) | sphere (|x|^2/d = 1 per input) | none"""
+    normalize: Normalize = "standard"
+    """standard: train mean/std per channel; sphere: |x|^2/d = 1 per input; none"""
     n_samples: int = 4000
     """synthetic sets (mnist1d, gaussian): samples generated in total"""
     dim: int = 64
@@ -69,11 +81,17 @@ class DataConfig:
     n_classes: int = 10
     """gaussian: number of classes"""
 
+    @property
+    def binarize(self) -> bool:
+        """Labels -> label % 2: never here; a study that binarises has a field of this name
+        (`jaxinit.igb.config_data.IGBDataConfig`), which `jaxinit.data.load_dataset` reads."""
+        return False
+
 
 @dataclass(frozen=True)
 class ModelConfig:
-    name: str = "mlp"
-    """mlp | resnet9 | resnet8 | resnet20 | resnet32 | resnet44 | resnet56 | resnet110 | vit | cnn"""
+    name: ModelName = "mlp"
+    """the registry's network (jaxinit.models.BUILDERS)"""
     width: int = 256
     """mlp hidden width (vit / cnn: channels); conv nets see width_mult"""
     depth: int = 3
@@ -82,15 +100,15 @@ class ModelConfig:
     """conv nets: channels x width_mult (narrow CPU variants)"""
     batchnorm: bool = True
     """BatchNorm after every hidden dense / conv layer"""
-    activation: str = "relu"
-    """activation name (jaxinit.models.activations)"""
-    base_init: str = "he_normal"
-    """he_normal | lecun_normal | glorot_normal | normal_fan_in; sigma_w multiplies it"""
-    sigma_w_scope: str = "all"
-    """kernels sigma_w multiplies: all | hidden (the head drawn at sigma_w = 1) | head (hidden kernels at
+    activation: Activation = "relu"
+    """hidden activation (jaxinit.models.activations)"""
+    base_init: BaseInit = "he_normal"
+    """the kernels' base initializer; sigma_w multiplies it"""
+    sigma_w_scope: SigmaWScope = "all"
+    """kernels sigma_w multiplies: all; hidden (the head drawn at sigma_w = 1); head (hidden kernels at
     sigma_w = 1); the head is the sub-module named 'head' (jaxinit.init)"""
-    conv_impl: str = "lax"
-    """lax | im2col (patches + einsum; vmaps without grouped convolutions)"""
+    conv_impl: ConvImpl = "lax"
+    """lax (XLA convolutions) or im2col (patches + einsum; vmaps without grouped convolutions)"""
 
 
 @dataclass(frozen=True)
@@ -100,8 +118,8 @@ class OptConfig:
     """learning rate of every setting (none = each setting's own)"""
     weight_decay: float | None = None
     """L2 / weight decay of every setting: coupled for sgd_l2, decoupled for adamw/muon (none = own)"""
-    schedule: str = "constant"
-    """constant | step | cosine | warmup_cosine"""
+    schedule: Schedule = "constant"
+    """learning-rate schedule (jaxinit.optim)"""
     warmup_epochs: float = 0.0
     """linear warmup length (warmup_cosine only)"""
     momentum: float = 0.9
@@ -116,9 +134,9 @@ class OptConfig:
     """per-setting learning rates, label=value entries (e.g. sgd=0.05,adam=1e-3); opt.lr wins"""
     setting_weight_decay: tuple[str, ...] = ()
     """per-setting L2 / weight decay, label=value entries; opt.weight_decay wins"""
-    muon_first_layer: str = "adam"
+    muon_first_layer: MuonFirstLayer = "adam"
     """muon: the first layer's kernel goes to the adam branch (Jordan's reference) or to muon"""
-    muon_aux: str = "current"
+    muon_aux: MuonAux = "current"
     """muon's auxiliary Adam: current (lr 0.05 x muon's, opt.b1/b2/eps, no decay by default) | reference
     (Jordan's MuonWithAuxAdam: lr 0.015 x, betas 0.9/0.95, eps 1e-10, decay 0.01 in both groups); optim.py"""
 
@@ -129,8 +147,8 @@ class TrainConfig:
     """minibatch size b"""
     epochs: int = 10
     """passes over the training split"""
-    strategy: str = "auto"
-    """auto | vmap | sequential | chunked: how members run (auto = measured fastest per platform)"""
+    strategy: Strategy = "auto"
+    """how members run (auto = measured fastest per platform)"""
     chunk: int = 4
     """members per vmap chunk when strategy = chunked; a divisor of a setting's members (sigma_w x seeds) keeps
     one compiled shape, otherwise the last, smaller chunk compiles every function again"""
@@ -140,8 +158,8 @@ class TrainConfig:
     """epochs between checkpoints (0 = never)"""
     eval_batch_size: int = 1000
     """examples per evaluation batch"""
-    precision: str = "float32"
-    """float32 | tf32 | bf16: matmul precision and compute dtype of training and evaluation (jaxinit.precision)"""
+    precision: Precision = "float32"
+    """matmul precision and compute dtype of training and evaluation (jaxinit.precision)"""
     eval_train_subset: int = 0
     """train-set metrics on a fixed, seeded subset of this many training examples (0 = the whole split);
     validation and test are always whole"""
@@ -156,189 +174,56 @@ class SweepConfig:
     seeds: int = 1
     """number of seeds (paired: one base draw and data order per seed)"""
     optimizers: tuple[str, ...] = ("sgd",)
-    """optimizer setting labels: sgd momentum nesterov adam adamw muon sgd_l2"""
+    """optimizer setting labels: sgd momentum nesterov adam adamw muon sgd_l2 (jaxinit.optim; an open set)"""
 
 
-# --------------------------------------------------------------------------- parsing (tyro)
-_TRUE = {"1", "true", "yes", "on"}
-_FALSE = {"0", "false", "no", "off"}
+# --------------------------------------------------------------------------- presets
+class Preset(NamedTuple):
+    """A named setting of an experiment: its config and one line saying what it is for (``--help``)."""
+    config: Any
+    description: str
 
 
-def _scalar(typ: Any, text: str) -> Any:
-    """One scalar from text by type; NaN is never a valid value."""
-    text = text.strip()
-    if typ is bool:
-        low = text.lower()
-        if low not in _TRUE | _FALSE:
-            raise ValueError(f"expected true or false, got {text!r}")
-        return low in _TRUE
-    if typ is float:
-        value = float(text)
-        if math.isnan(value):
-            raise ValueError("NaN is not a valid value")
-        return value
-    return typ(text)
+class Presets(Mapping[str, Any]):
+    """An experiment's presets, in the order ``--help`` lists them: ``presets[name]`` is the config (a
+    frozen dataclass), `description(name)` its line. Every entry is a `Preset` with a one-line description."""
 
+    def __init__(self, entries: Mapping[str, Preset]):
+        for name, entry in entries.items():
+            if not (isinstance(entry, Preset) and entry.description.strip() and "\n" not in entry.description):
+                raise TypeError(f"preset {name!r}: register it as Preset(config, 'what it is for, one line')")
+        self._entries = dict(entries)
 
-def _registry():
-    """tyro constructor rules for the project's spellings of bools, optionals and tuples."""
-    import tyro
-    from tyro.constructors import PrimitiveConstructorSpec
+    def __getitem__(self, name: str) -> Any:
+        return self._entries[name].config
 
-    registry = tyro.constructors.ConstructorRegistry()
+    def __iter__(self) -> Iterator[str]:
+        return iter(self._entries)
 
-    def spec(metavar, parse, is_instance, show):
-        return PrimitiveConstructorSpec(nargs=1, metavar=metavar, instance_from_str=lambda parts: parse(parts[0]),
-                                        is_instance=is_instance, str_from_instance=lambda v: [show(v)])
+    def __len__(self) -> int:
+        return len(self._entries)
 
-    @registry.primitive_rule
-    def rules(info):
-        t, origin, args = info.type, typing.get_origin(info.type), typing.get_args(info.type)
-        if t is bool:
-            return spec("true|false", lambda s: _scalar(bool, s), lambda v: isinstance(v, bool), lambda v: str(v).lower())
-        if origin in (typing.Union, types.UnionType) and len(args) == 2 and type(None) in args:
-            inner = next(a for a in args if a is not type(None))
-            parse = lambda s: None if s.strip().lower() in ("none", "null", "") else _scalar(inner, s)
-            return spec(f"{inner.__name__.upper()}|none", parse, lambda v: v is None or isinstance(v, inner),
-                        lambda v: "none" if v is None else str(v))
-        if origin is tuple and len(args) == 2 and args[1] is Ellipsis:
-            inner = args[0]
+    def description(self, name: str) -> str:
+        return self._entries[name].description
 
-            def parse(s):
-                items = [p for p in s.split(",") if p.strip()]
-                if not items:
-                    raise ValueError(f"expected a comma-separated list, got {s!r}")
-                return tuple(_scalar(inner, p) for p in items)
-            return spec(f"{inner.__name__.upper()},...", parse, lambda v: isinstance(v, tuple),
-                        lambda v: ",".join(str(x) for x in v))
-        return None
-    return registry
-
-
-def _condense(text: str) -> str:
-    """tyro's boxed error as one line: the box's first content lines, frame characters removed."""
-    lines = []
-    for raw in text.splitlines():
-        s = raw.strip().strip("│╭╮╰╯").strip()
-        if s.startswith("─"):
-            if lines:
-                break
-            continue
-        if s:
-            lines.append(s)
-    return " ".join(lines) or "could not parse the command line"
-
-
-def _tyro():
-    """tyro, imported on first use: only the command line's overrides need it, never training."""
-    try:
-        import tyro
-    except ImportError:
-        raise ConfigError("the package tyro is not installed and the command line needs it for --help and "
-                          "--a.b=value overrides: pip install tyro") from None
-    return tyro
-
-
-def parse_overrides(cfg: Any, args: list[str], prog: str = "jaxinit", description: str | None = None) -> Any:
-    """``cfg`` with the dotted overrides in ``args`` applied (tyro, project spellings).
-
-    ``--help`` in ``args`` prints every field with its default (from ``cfg``) and raises SystemExit(0).
-    Any parse error raises `ConfigError` with one line. Without ``args`` tyro is not needed (the
-    preset as it is); with them and without tyro installed, one line says how to install it.
-    """
-    if not args:
-        check_values(cfg)
-        return cfg
-    tyro = _tyro()
-    if "-h" in args or "--help" in args:
-        tyro.cli(type(cfg), default=cfg, args=["--help"], prog=prog, description=description,
-                 use_underscores=True, registry=_registry(), config=(tyro.conf.FlagConversionOff,))
-    err = io.StringIO()
-    old_columns = os.environ.get("COLUMNS")
-    os.environ["COLUMNS"] = "1000"   # one rendered line per message, so it condenses to one line
-    try:
-        with contextlib.redirect_stderr(err):
-            parsed = tyro.cli(type(cfg), default=cfg, args=list(args), prog=prog, use_underscores=True,
-                              registry=_registry(), config=(tyro.conf.FlagConversionOff,))
-    except SystemExit as exit_:
-        if exit_.code in (0, None):
-            raise
-        raise ConfigError(_condense(err.getvalue())) from None
-    finally:
-        if old_columns is None:
-            os.environ.pop("COLUMNS", None)
-        else:
-            os.environ["COLUMNS"] = old_columns
-    check_values(parsed)
-    return parsed
-
-
-def apply_overrides(cfg: Any, overrides: list[str]) -> Any:
-    """Return ``cfg`` with each ``--a.b=value`` (leading ``--`` optional) applied. Unknown keys raise."""
-    args = [f"--{o}" if not o.startswith("-") and "." in o.split("=", 1)[0] and "=" in o else o for o in overrides]
-    return parse_overrides(cfg, args) if args else cfg
+    def pick(self, name: str) -> Any:
+        """The config of ``name``; an unknown name is a one-line `ConfigError` naming the presets."""
+        if name not in self._entries:
+            raise ConfigError(f"unknown preset {name!r} (choose from {', '.join(self._entries)})")
+        return self[name]
 
 
 def to_dict(cfg: Any) -> dict:
-    """JSON-ready nested dict (tuples become lists)."""
+    """JSON-ready nested dict (tuples become lists); `from_dict` reads it back."""
     return dataclasses.asdict(cfg)
-
-
-def from_dict(cls: type, data: dict, prefix: str = "") -> Any:
-    """Inverse of `to_dict` for nested frozen dataclasses (used by --resume). Missing keys take the
-    class defaults (configs saved before a field existed); unknown keys, and values whose JSON type is
-    not the field's (a hand-edited ``"epochs": "3"``), raise `ConfigError` naming the dotted key."""
-    if not isinstance(data, dict):
-        raise ConfigError(f"config.json: expected an object for {prefix[:-1] or cls.__name__}, got {_shown(data)}")
-    types_ = typing.get_type_hints(cls)
-    kwargs = {}
-    for name, value in data.items():
-        key = f"{prefix}{name}"
-        if name not in types_:
-            raise ConfigError(f"config.json: unknown key {key!r}")
-        kwargs[name] = _typed(key, types_[name], value)
-    cfg = cls(**kwargs)
-    if not prefix:
-        check_values(cfg)
-    return cfg
-
-
-_KINDS = {bool: "true or false", int: "an integer", float: "a number", str: "a string"}
-
-
-def _typed(key: str, typ: Any, value: Any) -> Any:
-    """``value`` (from JSON) as annotation ``typ`` wants it; anything else is a `ConfigError`."""
-    origin, args = typing.get_origin(typ), typing.get_args(typ)
-    if dataclasses.is_dataclass(typ):
-        return from_dict(typ, value, f"{key}.")
-    if origin in (typing.Union, types.UnionType) and type(None) in args:
-        inner = [a for a in args if a is not type(None)]
-        return None if value is None else _typed(key, inner[0], value)
-    if origin is tuple:
-        if not isinstance(value, (list, tuple)):
-            raise ConfigError(f"config.json: {key} must be a list, got {_shown(value)}; correct the file")
-        return tuple(_typed(f"{key}[{i}]", args[0], v) for i, v in enumerate(value))
-    ok = {bool: lambda v: isinstance(v, bool),
-          int: lambda v: isinstance(v, int) and not isinstance(v, bool),
-          float: lambda v: isinstance(v, (int, float)) and not isinstance(v, bool),
-          str: lambda v: isinstance(v, str)}.get(typ)
-    if ok is None:
-        return value
-    if not ok(value):
-        raise ConfigError(f"config.json: {key} must be {_KINDS[typ]}, got {_shown(value)}; correct the file")
-    return float(value) if typ is float else value
-
-
-def _shown(value: Any) -> str:
-    text = json.dumps(value) if isinstance(value, (str, list, dict)) else repr(value)
-    return text if len(text) <= 60 else text[:57] + "..."
 
 
 # --------------------------------------------------------------------------- validation
 def check_values(cfg: Any, prefix: str = "") -> None:
     """Every field of a config tree: floats finite (config.json, strict JSON, cannot hold inf or NaN, and
     no field here means anything by them), ints within int32 (they count steps, members, examples),
-    seeds (``seed``, ``*_seed``) >= 0. Run by the parser, `from_dict` and `validate_common`."""
+    seeds (``seed``, ``*_seed``) >= 0, a ``Literal`` field's values among its choices. Run by the parser,
+    `from_dict` and `validate_common`."""
     hints = typing.get_type_hints(type(cfg))
     for f in dataclasses.fields(cfg):
         key, value = f"{prefix}{f.name}", getattr(cfg, f.name)
@@ -350,12 +235,16 @@ def check_values(cfg: Any, prefix: str = "") -> None:
 
 
 def _scalar_type(hint: Any) -> Any:
-    """int / float / ... behind Optional[...] and tuple[..., ...] (None if it is neither)."""
+    """int / float / Literal[...] / ... behind Optional[...] and tuple[..., ...]."""
+    if typing.get_origin(hint) is Literal:
+        return hint
     args = [a for a in typing.get_args(hint) if a is not Ellipsis and a is not type(None)]
     return args[0] if args and typing.get_origin(hint) is not None else hint
 
 
 def _check_scalar(key: str, value: Any, typ: Any) -> None:
+    if typing.get_origin(typ) is Literal and value not in typing.get_args(typ):
+        raise ConfigError(f"--{key} must be one of {'|'.join(typing.get_args(typ))}, got {value!r}")
     if typ is float and isinstance(value, float) and not math.isfinite(value):
         raise ConfigError(f"--{key}={value}: must be a finite number")
     if typ is int and isinstance(value, int) and not isinstance(value, bool):
@@ -397,13 +286,8 @@ def validate_common(cfg: Any) -> None:
             raise ConfigError(f"--train.batch_size must be positive, got {train.batch_size}")
         if train.epochs < 0:
             raise ConfigError(f"--train.epochs must be >= 0, got {train.epochs}")
-        if train.strategy not in {"auto", "vmap", "sequential", "chunked"}:
-            raise ConfigError(f"--train.strategy must be auto|vmap|sequential|chunked, got {train.strategy!r}")
         if train.chunk <= 0 or train.eval_every <= 0 or train.checkpoint_every < 0 or train.eval_batch_size <= 0:
             raise ConfigError("--train.chunk, eval_every and eval_batch_size must be positive, checkpoint_every >= 0")
-        if hasattr(train, "precision"):
-            from jaxinit.precision import check_precision
-            check_precision(train.precision)
         if getattr(train, "eval_train_subset", 0) < 0:
             raise ConfigError(f"--train.eval_train_subset must be >= 0 (0 = the whole training split), "
                               f"got {train.eval_train_subset}")
@@ -441,8 +325,19 @@ def validate_common(cfg: Any) -> None:
             budget.check_members(members, model, data)
 
 
+_PARSING = {"parse_overrides", "apply_overrides", "from_dict", "fields_help"}
+
+
+def __getattr__(name: str) -> Any:
+    """The readers of command lines and config.json live in `jaxinit.config_parse` (imported on first use)."""
+    if name in _PARSING:
+        from jaxinit import config_parse
+        return getattr(config_parse, name)
+    raise AttributeError(f"module 'jaxinit.config' has no attribute {name!r}")
+
+
 __all__ = [
-    "ConfigError", "DataConfig", "ModelConfig", "OptConfig", "TrainConfig", "SweepConfig",
+    "ConfigError", "DataConfig", "ModelConfig", "OptConfig", "TrainConfig", "SweepConfig", "Preset", "Presets",
     "parse_overrides", "apply_overrides", "to_dict", "from_dict", "validate_common", "check_float32",
     "check_distinct_float32", "check_values", "field",
 ]

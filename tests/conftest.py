@@ -6,8 +6,8 @@
   benchmark run at the default level.
 - A persistent compilation cache shared by the two xdist workers (`.pytest_cache/jax`, git-ignored), so a
   program that several test files build (the smoke MLP's step, the theory kernels) compiles once.
-- `JAXINIT_PROGRESS=0`: no per-epoch progress lines on stderr (checks count stderr lines; the progress
-  tests turn them back on).
+- `JAXINIT_PROGRESS=0`: no progress bars or lines on stderr (`jaxinit.progress`; checks count stderr lines,
+  the progress tests turn them back on).
 Subprocesses started by tests inherit these through the environment; tests that force a device count append
 their flag to `XLA_FLAGS` rather than replace it, so every process of a comparison compiles alike.
 """

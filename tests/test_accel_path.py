@@ -15,9 +15,9 @@ import numpy as np
 import pytest
 
 from experiments import forgetting as F
-from jaxinit import checkpoint, forgetting, interrupt, precision
+from jaxinit import checkpoint, forgetting, interrupt, precision, progress
 from jaxinit.config import ConfigError, DataConfig, ModelConfig, OptConfig, SweepConfig, TrainConfig
-from jaxinit.forgetting import evaluate, loop, progress
+from jaxinit.forgetting import evaluate, loop
 from stops import interrupt_after
 
 ROOT = Path(__file__).resolve().parents[1]

@@ -69,7 +69,7 @@ def test_bad_sgd_runs_are_one_line_config_errors(change, fragment):
 
 
 def test_bad_sgd_run_on_the_command_line_is_one_line_exit_2(tmp_path, capsys):
-    assert experiment.run_cli(["--preset", "smoke", "--out", str(tmp_path / "c"), "--clocks.sgd_lr_epochs=0.1@"]) == 2
+    assert experiment.run(["--preset", "smoke", "--out", str(tmp_path / "c"), "--clocks.sgd_lr_epochs=0.1@"]) == 2
     err = capsys.readouterr().err.strip().splitlines()
     assert len(err) == 1 and "sgd_lr_epochs" in err[0], err
     assert not (tmp_path / "c").exists()
@@ -129,7 +129,7 @@ def test_smoke_rows_carry_update_sums_and_horizons(tmp_path):
     measured clock is larger than the 0.02 point's, and every row's sums are non-decreasing."""
     out = tmp_path / "c"
     cfg = ["--preset", "smoke", "--out", str(out), "--clocks.families=sgd"]
-    assert experiment.run_cli(cfg) == 0
+    assert experiment.run(cfg) == 0
     from jaxinit.forgetting.history import measured_clocks, read_metrics
     ends = {}
     for name in ("sgd_lr0.02_b64", "sgd_lr0.05_b64"):

@@ -51,7 +51,7 @@ def test_verdicts_and_collapse_on_hand_made_lines():
 
 def test_smoke_sweep_end_to_end_and_resume_reuses_points(tmp_path):
     out = tmp_path / "c"
-    assert experiment.run_cli(["--preset", "smoke", "--out", str(out)]) == 0
+    assert experiment.run(["--preset", "smoke", "--out", str(out)]) == 0
     lines = [json.loads(s) for s in (out / "clocks.jsonl").read_text().splitlines()]
     assert [ln["point"] for ln in lines] == [p.name for p in C.points(C.SMOKE_CLOCKS)]
     need = {"setting", "clock", "clock_value", "clock_value_end", "spread_pp", "spread_ci95",
@@ -66,7 +66,7 @@ def test_smoke_sweep_end_to_end_and_resume_reuses_points(tmp_path):
     summary = json.loads((out / "summary.json").read_text())
     assert set(summary["verdicts"]["families"]) == {"sgd", "adam"}
     first = (out / "clocks.jsonl").read_bytes()
-    assert experiment.run_cli(["--out", str(out), "--resume"]) == 0
+    assert experiment.run(["--out", str(out), "--resume"]) == 0
     assert (out / "clocks.jsonl").read_bytes() == first
 
 
@@ -79,7 +79,7 @@ def test_smoke_sweep_end_to_end_and_resume_reuses_points(tmp_path):
     (["--clocks.sgd_lr=0,1"], "must be > 0"),
 ])
 def test_bad_sweeps_are_one_line_exit_2(tmp_path, capsys, args, fragment):
-    assert experiment.run_cli(["--preset", "smoke", "--out", str(tmp_path / "c")] + args) == 2
+    assert experiment.run(["--preset", "smoke", "--out", str(tmp_path / "c")] + args) == 2
     err = capsys.readouterr().err.strip().splitlines()
     assert len(err) == 1 and fragment in err[0], err
     assert not (tmp_path / "c").exists()
@@ -168,7 +168,7 @@ def test_duplicate_points_and_an_empty_design_are_one_line_config_errors(change,
     (["--clocks.families="], "comma-separated"),          # the empty design, refused by the parser
 ])
 def test_duplicate_and_empty_designs_on_the_command_line(tmp_path, capsys, args, fragment):
-    assert experiment.run_cli(["--preset", "smoke", "--out", str(tmp_path / "c")] + args) == 2
+    assert experiment.run(["--preset", "smoke", "--out", str(tmp_path / "c")] + args) == 2
     err = capsys.readouterr().err.strip().splitlines()
     assert len(err) == 1 and fragment in err[0], err
     assert not (tmp_path / "c").exists()

@@ -92,7 +92,8 @@ def test_explicit_sizes_and_nesting():
 
 def test_binarize_is_label_mod_two():
     full = data.load_dataset(DataConfig(name="digits"))
-    binary = data.load_dataset(DataConfig(name="digits", binarize=True))
+    from jaxinit.igb.config_data import IGBDataConfig
+    binary = data.load_dataset(IGBDataConfig(name="digits"))
     assert binary.n_classes == 2
     np.testing.assert_array_equal(binary.y_train, full.y_train % 2)
     np.testing.assert_array_equal(binary.y_test, full.y_test % 2)
@@ -115,7 +116,7 @@ def test_none_keeps_pixels_in_unit_interval():
 
 # --------------------------------------------------------------------------- errors
 def test_unknown_name_and_missing_dir(tmp_path):
-    expect_error(DataConfig(name="imagenet"), "imagenet", "unknown dataset")
+    expect_error(DataConfig(name="imagenet"), "imagenet", "data.name must be one of")
     expect_error(DataConfig(name="mnist", dir=str(tmp_path / "nope")), "nope", "no such directory")
     expect_error(DataConfig(name="digits", normalize="zca"), "zca")
 

@@ -20,7 +20,7 @@ import numpy as np
 import pytest
 
 from experiments import forgetting, igb_init
-from jaxinit import cli, distributed
+from jaxinit import distributed
 from jaxinit.config import ConfigError
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -82,9 +82,7 @@ def test_busy_coordinator_port_is_one_line_and_exit_2(tmp_path, monkeypatch, cap
 def test_single_host_experiments_refuse_a_multi_host_launch(tmp_path, monkeypatch, capsys):
     for k, v in _env().items():
         monkeypatch.setenv(k, v)
-    rc = cli.run_experiment("experiments.igb_init", igb_init.__doc__, igb_init.IGBInitConfig, igb_init.PRESETS,
-                            "cpu", igb_init.main, "runs/igb_init_cpu", igb_init.validate,
-                            argv=["--preset", "smoke", "--out", str(tmp_path / "igb")])
+    rc = igb_init.run(["--preset", "smoke", "--out", str(tmp_path / "igb")])
     assert rc == 2
     err = capsys.readouterr().err.strip().splitlines()
     assert len(err) == 1 and "runs on one host" in err[0]

@@ -70,7 +70,7 @@ def _one_error_line(capsys):
     (["--opt.weight_decay=-0.1"], "weight_decay"),
     (["--opt.lr=nan"], "NaN"),
     (["--data.dir=/no/such/dir"], "/no/such/dir"),
-    (["--analysis.selection=best_test"], "unknown selection rule"),
+    (["--analysis.selection=best_test"], "invalid choice 'best_test' for argument '--analysis.selection'"),
     (["--sweep.optimizers=sgd,sgd"], "distinct"),
 ])
 def test_bad_input_one_line_exit_2_nothing_written(tmp_path, capsys, args, fragment):

@@ -2,6 +2,7 @@
 and the notebook API (in memory, no file)."""
 import json
 import os
+from dataclasses import replace
 
 import numpy as np
 import pytest
@@ -10,15 +11,9 @@ from experiments import igb_init, igb_train
 from jaxinit import cli, igb
 from jaxinit.igb import config_init, config_train
 
-CONFIGS = {igb_init: (config_init.IGBInitConfig, config_init.PRESETS, config_init.validate),
-           igb_train: (config_train.IGBTrainConfig, config_train.PRESETS, config_train.validate)}
-
 
 def _run(module, argv):
-    cls, presets, validate = CONFIGS[module]
-    return cli.run_experiment(f"experiments.{module.__name__.split('.')[-1]}", module.__doc__, cls, presets, "cpu",
-                              module.main, "unused", validate, argv=argv, replot=module.plot_all,
-                              prepare=getattr(module, "prepare", None))
+    return cli.run(replace(module.EXPERIMENT, default_out="unused"), argv)
 
 
 @pytest.fixture(scope="module")
@@ -43,9 +38,9 @@ def test_igb_init_smoke_writes_results_consistent_with_the_theory(init_run):
     assert set(summary["cases"]) == {f"{i}/{c}" for i in ("gaussian", "digits")
                                      for c in ("mlp_tanh", "resmlp_tanh", "vit", "cnn_max")}
     res = dict(np.load(init_run / "results" / "digits__mlp_tanh.npz"))
-    assert res["c"].shape == (cfg.probe.n_draws, n_grid, cfg.net.mlp_depth)
-    assert res["c_theory"].shape == (n_grid, cfg.net.mlp_depth + 1)
-    assert res["grad_quantiles"].shape == (cfg.probe.n_draws, n_grid, cfg.net.mlp_depth + 1, 3, 5)
+    assert res["c"].shape == (cfg.probe.n_draws, n_grid, cfg.model.mlp_depth)
+    assert res["c_theory"].shape == (n_grid, cfg.model.mlp_depth + 1)
+    assert res["grad_quantiles"].shape == (cfg.probe.n_draws, n_grid, cfg.model.mlp_depth + 1, 3, 5)
     # f_max is a count over n_inputs; the readout prediction is the IGB formula at each draw's readout c
     n = cfg.probe.n_inputs
     np.testing.assert_allclose(res["fmax_2"] * n, np.round(res["fmax_2"] * n), atol=1e-4)
@@ -111,16 +106,20 @@ def test_relu_phase_points_come_from_the_theory():
 
 @pytest.mark.parametrize("module,argv,message", [
     (igb_init, ["--grid.sigma_w2=-1"], "error: --grid: sigma_w2 must be > 0 and sigma_b2 >= 0, got (-1.0,) / (0.1,)"),
-    (igb_init, ["--net.models=mlp,transformer9000"],
-     "error: --net.models: unknown ['transformer9000']; choose from mlp, resmlp, vit, vit_nores, cnn_max, cnn_avg"),
+    (igb_init, ["--model.names=mlp,transformer9000"], "error: Error parsing --model.names: expected one of "
+     "mlp|resmlp|vit|vit_nores|cnn_max|cnn_avg, got 'transformer9000'"),
     (igb_init, ["--width.widths=0"], "error: --width: widths, depth, n_draws >= 1 and n_inputs >= 4, got (0,), 3, 2, 16"),
-    (igb_train, ["--train.optimizers=sgd,lion"], "error: --train.optimizers: unknown ['lion']; choose from sgd, momentum, adam"),
-    (igb_train, ["--net.depths=3,0"], "error: --net: width and every depth must be >= 1, got width=16, depths=(3, 0)"),
-    (igb_train, ["--net.width=0"], "error: --net: width and every depth must be >= 1, got width=0, depths=(3, 5)"),
-    (igb_train, ["--net.acts=sigmoid"], "error: --net.acts: unknown ['sigmoid']; choose from tanh, relu"),
+    (igb_train, ["--sweep.optimizers=sgd,lion"],
+     "error: Error parsing --sweep.optimizers: expected one of sgd|momentum|adam, got 'lion'"),
+    (igb_train, ["--sweep.optimizers=sgd,sgd"],
+     "error: --sweep.optimizers (at least one) and --model.depths must not repeat a value"),
+    (igb_train, ["--model.depths=3,0"], "error: --model: width and every depth must be >= 1, got width=16, depths=(3, 0)"),
+    (igb_train, ["--model.width=0"], "error: --model: width and every depth must be >= 1, got width=0, depths=(3, 5)"),
+    (igb_train, ["--model.acts=sigmoid"], "error: Error parsing --model.acts: expected one of tanh|relu, got 'sigmoid'"),
+    (igb_train, ["--net.width=8"], "error: Unrecognized options: --net.width=8"),
     (igb_train, ["--phases.ordered_factor=1.2"],
      "error: --phases: ordered_factor in (0, 1), chaotic_factor and neutral_factor > 1"),
-    (igb_train, ["--lr.sgd=0"], "error: --lr.sgd: learning rates must be finite and > 0, got (0.0,)"),
+    (igb_train, ["--opt.sgd_lr=0"], "error: --opt.sgd_lr: learning rates must be finite and > 0, got (0.0,)"),
 ])
 def test_bad_input_is_one_exact_line_and_exit_2(module, argv, message, tmp_path, capsys):
     assert _run(module, ["--preset", "smoke", "--out", str(tmp_path / "run"), *argv]) == 2

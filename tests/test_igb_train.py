@@ -8,6 +8,7 @@ import pytest
 
 from jaxinit.config import ConfigError
 from jaxinit.igb import config_train, nets, study_train, summary_train, train
+from jaxinit.intervals import t_interval
 from jaxinit.models.deep import DeepMLP
 
 
@@ -88,7 +89,7 @@ def test_backward_factor_at_init_is_chi1_to_the_depth():
 def test_sweep_lr_picks_the_best_validation_accuracy_and_disqualifies_divergence(monkeypatch):
     cfg = config_train.SMOKE
     lrs = (0.01, 0.03, 0.1)
-    cfg = replace(cfg, lr=config_train.LrConfig(sgd=lrs, sweep_steps=5, sweep_seeds=2))
+    cfg = replace(cfg, opt=config_train.LrGridConfig(sgd_lr=lrs, lr_sweep_steps=5, lr_sweep_seeds=2))
     val = np.array([[0.6, 0.7, 0.8, 0.9, 0.95, 0.99]])     # members: lr-major, seeds minor
     alive = np.array([[True, True, True, True, True, False]])   # the best rate (0.1) diverged once
 
@@ -99,7 +100,7 @@ def test_sweep_lr_picks_the_best_validation_accuracy_and_disqualifies_divergence
     monkeypatch.setattr(train, "train_members", fake)
     lr, sweep = study_train.sweep_lr(None, "sgd", "tanh", cfg, {}, jax.random.key(0))
     assert lr == 0.03 and sweep["sweep_val_acc"].shape == (3, 2)
-    single = replace(cfg, lr=config_train.LrConfig(sgd=(0.2,)))
+    single = replace(cfg, opt=config_train.LrGridConfig(sgd_lr=(0.2,)))
     assert study_train.sweep_lr(None, "sgd", "tanh", single, {}, jax.random.key(0)) == (0.2, {})
 
 
@@ -122,9 +123,9 @@ def test_members_are_phase_points_then_grid_for_the_first_optimizer_only():
 
 
 def test_summary_statistics_have_known_values():
-    lo, hi = summary_train.ci95([1.0, 2.0, 3.0])
+    lo, hi = t_interval([1.0, 2.0, 3.0])
     assert (lo + hi) / 2 == pytest.approx(2.0) and (hi - lo) / 2 == pytest.approx(4.302653 / np.sqrt(3), rel=1e-5)
-    assert summary_train.ci95([0.5]) is None
+    assert t_interval([0.5]) is None
     assert summary_train.censored_median(np.array([10.0, np.nan, 30.0])) == 30.0
     assert summary_train.censored_median(np.array([10.0, np.nan, np.nan])) is None
     assert train.eval_steps(10, 4, 2) == [0, 1, 2, 4, 8, 10]

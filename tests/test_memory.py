@@ -8,6 +8,7 @@ import numpy as np
 import pytest
 
 from jaxinit.forgetting import memory as M
+from jaxinit.jsonsafe import to_json
 
 DESIGN_MEMBER_KEYS = {"optimizer", "sigma_w", "seed", "best_epoch", "test_acc_at_best",
                       "train_acc_at_best", "tau_interp", "repair_gap", "param_norm_init",
@@ -391,9 +392,9 @@ def test_summarize_with_member_info_and_per_member_schedules():
     assert eta_clocks[1] == pytest.approx({"T_SGD": 0.08, "T_L2": 0.2, "T_adapt": 2.0})
 
 
-def test_to_jsonable_converts_numpy_and_nan():
-    out = M.to_jsonable({"a": np.float32(0.5), "b": np.int64(3), "c": [np.nan, np.inf, 1.0],
-                         "d": np.bool_(True), "e": (1, 2), "f": np.arange(2)})
+def test_to_json_converts_numpy_and_nan():
+    out = to_json({"a": np.float32(0.5), "b": np.int64(3), "c": [np.nan, np.inf, 1.0],
+                   "d": np.bool_(True), "e": (1, 2), "f": np.arange(2)})
     assert out == {"a": 0.5, "b": 3, "c": [None, None, 1.0], "d": True, "e": [1, 2], "f": [0, 1]}
     assert type(out["b"]) is int and type(out["d"]) is bool
 

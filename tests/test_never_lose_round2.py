@@ -20,7 +20,7 @@ import pytest
 from experiments import forgetting as F
 from experiments import phase_diagram as P
 from jaxinit import cli, forgetting, rundir
-from jaxinit.config import ConfigError, DataConfig, ModelConfig, SweepConfig, TrainConfig
+from jaxinit.config import ConfigError, DataConfig, ModelConfig, Preset, Presets, SweepConfig, TrainConfig
 from jaxinit.forgetting import loop
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -188,11 +188,11 @@ def test_igb_init_resume_with_an_edited_config_json_never_reuses_cached_results(
     # so the run directory is made by the CLI with a main that only saves one cached result.
     import numpy as np
     from experiments import igb_init
-    from jaxinit.igb import config_init, sink
+    from jaxinit.igb import sink
 
     def igb(main, argv):
-        return cli.run_experiment("experiments.igb_init", "doc", config_init.IGBInitConfig, config_init.PRESETS,
-                                  "smoke", main, "unused", config_init.validate, argv=argv)
+        return cli.run(replace(igb_init.EXPERIMENT, default="smoke", main=main, default_out="unused", replot=None),
+                       argv)
     out = tmp_path / "run"
     assert igb(lambda cfg, o, r: sink.saver(o)("gaussian__mlp_tanh", {"a": np.arange(3)}), ["--out", str(out)]) == 0
     cfg = json.loads((out / "config.json").read_text())
@@ -349,5 +349,9 @@ def _tiny_main(cfg, out, resume):
     rundir.Manifest(out).write_json(out / "summary.json", {"epochs": cfg.train.epochs})
 
 
+_TINY = cli.Experiment(prog="x", doc="doc", presets=Presets({"a": Preset(_Cfg(), "the defaults")}), default="a",
+                       main=_tiny_main, default_out="unused")
+
+
 def _tiny(argv):
-    return cli.run_experiment("x", "doc", _Cfg, {"a": _Cfg()}, "a", _tiny_main, "unused", argv=argv)
+    return cli.run(_TINY, argv)

@@ -1,5 +1,6 @@
 """`python -m experiments.phase_diagram`: the smoke preset end to end, its files, bad input -> exit 2."""
 import json
+from dataclasses import replace
 
 import numpy as np
 import pytest
@@ -10,8 +11,7 @@ from jaxinit.igb import config_phase, phase_baseline, phase_diagram as pd
 
 
 def _run(argv):
-    return cli.run_experiment("experiments.phase_diagram", main_module.__doc__, config_phase.PhaseDiagramConfig,
-                              config_phase.PRESETS, "cpu", main_module.main, "unused", config_phase.validate, argv=argv)
+    return cli.run(replace(main_module.EXPERIMENT, default_out="unused"), argv)
 
 
 @pytest.fixture(scope="module")
@@ -64,8 +64,9 @@ def test_figures_are_built_in_memory():
 
 @pytest.mark.parametrize("argv,message", [
     (["--grid.n=1"], "error: --grid: n >= 2, depth >= 1 and a finite sigma_w2_max > 0 required"),
-    (["--plot.acts=relu,softsign"], "error: --plot: unknown activation 'softsign'; known: "),
-    (["--plot.criterion=sideways"], "error: --plot.criterion must be forward or gradient, got 'sideways'"),
+    (["--plot.acts=relu,softsign"], "error: Error parsing --plot.acts: expected one of linear|relu|erf|tanh|"),
+    (["--plot.criterion=sideways"], "error: invalid choice 'sideways' for argument '--plot.criterion'. Expected one of "
+                                    "('forward', 'gradient')."),
     (["--timing.repeats=0"], "error: --timing: n, depth, baseline_points and repeats must be >= 1"),
 ])
 def test_bad_input_exits_2_with_one_line(argv, message, tmp_path, capsys):

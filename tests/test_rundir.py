@@ -3,13 +3,13 @@ import errno
 import json
 import os
 import signal
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 import numpy as np
 import pytest
 
 from jaxinit import cli, files, interrupt, rundir
-from jaxinit.config import ConfigError, TrainConfig, apply_overrides
+from jaxinit.config import ConfigError, Preset, Presets, TrainConfig, apply_overrides
 
 
 @dataclass(frozen=True)
@@ -26,12 +26,16 @@ def _main(cfg, out, resume):
     rundir.Manifest(out).write_json(out / "summary.json", {"epochs": cfg.train.epochs})
 
 
-PRESETS = {"a": Cfg(), "b": apply_overrides(Cfg(), ["--train.epochs=3"])}
+PRESETS = Presets({"a": Preset(Cfg(), "the defaults"), "b": Preset(apply_overrides(Cfg(), ["--train.epochs=3"]),
+                                                                   "three epochs")})
+
+
+EXPERIMENT = cli.Experiment(prog="x", doc="doc", presets=PRESETS, default="a", main=_main, default_out="unused")
 
 
 def _run(argv):
     CALLS.clear()
-    return cli.run_experiment("x", "doc", Cfg, PRESETS, "a", _main, "unused", argv=argv)
+    return cli.run(EXPERIMENT, argv)
 
 
 def _one_error(capsys):
@@ -198,7 +202,7 @@ def test_cli_turns_an_interrupt_into_one_line_and_the_signal_status(tmp_path, ca
     def main(cfg, out, resume):
         os.kill(os.getpid(), signal.SIGINT)
         interrupt.check()
-    code = cli.run_experiment("x", "doc", Cfg, PRESETS, "a", main, "unused", argv=["--out", str(tmp_path / "o")])
+    code = cli.run(replace(EXPERIMENT, main=main), ["--out", str(tmp_path / "o")])
     err = capsys.readouterr().err.strip().splitlines()
     assert code == 130 and len(err) == 1
     assert "stopped by SIGINT" in err[0] and f"--out {tmp_path / 'o'} --resume" in err[0]

@@ -142,7 +142,7 @@ def test_a_write_killed_at_any_point_leaves_a_directory_that_is_still_the_runs(t
             raise RuntimeError
     assert rundir.foreign_entries(out) == []
     # Killed between the rename and the digest's update: the new bytes match the pending digest.
-    monkeypatch.setattr(rundir, "_settle", lambda *a: (_ for _ in ()).throw(KeyboardInterrupt))
+    monkeypatch.setattr("jaxinit.manifest._settle", lambda *a: (_ for _ in ()).throw(KeyboardInterrupt))
     with pytest.raises(KeyboardInterrupt):
         m.write_json(out / "summary.json", {"spread": 2.0})
     assert json.loads((out / "summary.json").read_text()) == {"spread": 2.0}

@@ -4,6 +4,7 @@ Every refusal here is one line on stderr, exit status 2, before the run director
 config.json is left behind to block the corrected rerun.
 """
 import json
+from dataclasses import replace
 
 import numpy as np
 import pytest
@@ -19,9 +20,7 @@ from jaxinit.igb import results as results_schema
 
 
 def _cli(module, config_module, config_cls, argv):
-    return cli.run_experiment(f"experiments.{module.__name__.split('.')[-1]}", module.__doc__, config_cls,
-                              config_module.PRESETS, "smoke", module.main, "unused", config_module.validate,
-                              argv=argv, replot=getattr(module, "plot_all", None))
+    return cli.run(replace(module.EXPERIMENT, default="smoke", default_out="unused", prepare=None), argv)
 
 
 RUNNERS = {
@@ -53,7 +52,7 @@ def refused(capsys, out, name, argv, fragment):
     ("forgetting", ["--opt.setting_lr=sgd=1e-46,adam=1e-3"], "--opt.setting_lr=sgd=1e-46: underflows float32"),
     ("igb_init", ["--grid.sigma_w2=1,1.00000001,2"], "grid.sigma_w2 has repeated values in float32"),
     ("igb_init", ["--grid.sigma_b2=0.1,1e-40"], "underflows float32"),
-    ("igb_train", ["--lr.sgd=0.05,0.0500000001"], "lr.sgd has repeated values in float32"),
+    ("igb_train", ["--opt.sgd_lr=0.05,0.0500000001"], "opt.sgd_lr has repeated values in float32"),
     ("igb_train", ["--grid.sigma_w2=1,1e-39"], "underflows float32"),
 ])
 def test_values_are_checked_in_float32(tmp_path, capsys, name, argv, fragment):
@@ -118,7 +117,10 @@ def test_memory_estimate_is_compared_with_the_machine(monkeypatch):
     ("train", "epochs", 3.5, "train.epochs must be an integer, got 3.5"),
     ("train", "epochs", True, "train.epochs must be an integer, got True"),
     ("opt", "lr", "0.1", "opt.lr must be a number"),
-    ("data", "binarize", 1, "data.binarize must be true or false"),
+    ("data", "augment", 1, "data.augment must be true or false"),
+    ("data", "binarize", False, "unknown key 'data.binarize'"),       # the IGB studies' field only
+    ("model", "name", "resnet1000", 'model.name must be one of mlp|resnet9|'),
+    ("train", "strategy", 3, "train.strategy must be one of auto|vmap|sequential|chunked, got 3"),
     ("sweep", "sigma_w", 5, "sweep.sigma_w must be a list"),
     ("sweep", "sigma_w", [1, "x"], "sweep.sigma_w[1] must be a number"),
     ("sweep", "optimizers", ["sgd", 3], "sweep.optimizers[1] must be a string"),

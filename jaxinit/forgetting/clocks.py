@@ -33,7 +33,8 @@ from typing import Any, NamedTuple, Sequence
 
 import numpy as np
 
-from jaxinit.config import ConfigError, DataConfig, ModelConfig, OptConfig, SweepConfig, TrainConfig, check_float32
+from jaxinit.config import (ConfigError, DataConfig, ModelConfig, OptConfig, Preset, Presets, SweepConfig, TrainConfig,
+                            check_float32)
 from jaxinit.forgetting.config import AnalysisConfig, ForgettingConfig, CPU_BASE, SMOKE, PAPER
 from jaxinit.forgetting.crossings import crossing, crossing_interval
 
@@ -344,5 +345,14 @@ PAPER_CLOCKS = ClocksConfig(
     clocks=ClockSweep(sgd_lr=(0.0025, 0.005, 0.01, 0.02, 0.04), sgd_batch=(32, 64, 256), reference_lr=0.01,
                       momentum_lr=(0.00025, 0.0005, 0.001, 0.002, 0.004),
                       sgd_l2_lambda=(1e-4, 5e-4, 2e-3, 1e-2), adaptive_lr=(1e-5, 1e-4, 1e-3, 1e-2)))
-PRESETS = {"cpu": CPU_CLOCKS, "smoke": SMOKE_CLOCKS, "paper": PAPER_CLOCKS, "clock_test": CLOCK_TEST,
-           "adaptive_test": ADAPTIVE_TEST}
+PRESETS = Presets({
+    "cpu": Preset(CPU_CLOCKS, "every family along its own clock: 40 points of 18 members on the forgetting cpu base; "
+                              "~41 min on 2 cores"),
+    "smoke": Preset(SMOKE_CLOCKS, "tests, seconds: sgd and adam at two learning rates each on the smoke setting"),
+    "paper": Preset(PAPER_CLOCKS, "every family along its own clock on the paper setting (ResNet-9, CIFAR-10); "
+                                  "accelerator"),
+    "clock_test": Preset(CLOCK_TEST, "the clock test: low-LR sgd at equal T_SGD and at equal sum eta, 5 seeds; "
+                                     "~10 min"),
+    "adaptive_test": Preset(ADAPTIVE_TEST, "adam and muon over 16x in lr, 40 epochs: do they collapse on T_update? "
+                                           "~13 min"),
+})

@@ -9,21 +9,24 @@ nesterov run at lr = (1 - mu) x sgd's lr, so that their effective step eta / (1 
 the `paper` preset uses random crop + flip. Two ablations, defaults as before: `model.sigma_w_scope`
 (sigma_w on all kernels, the hidden ones only or the head only; jaxinit.init) and `opt.muon_aux`
 (Muon's auxiliary Adam as here or as Jordan's reference configures it; jaxinit.optim).
+Every preset is registered with a line saying what it is for (`PRESETS`, shown by ``--help``).
 Measured numbers: README ("Initialization memory").
 """
 from __future__ import annotations
 
 from dataclasses import dataclass, replace
 from pathlib import Path
+from typing import Literal
 
-from jaxinit.config import (ConfigError, DataConfig, ModelConfig, OptConfig, SweepConfig, TrainConfig,
-                            check_float32, validate_common)
+from jaxinit.config import (ConfigError, DataConfig, ModelConfig, OptConfig, Preset, Presets, SweepConfig,
+                            TrainConfig, check_float32, validate_common)
 
 
 @dataclass(frozen=True)
 class AnalysisConfig:
-    selection: str = "best_val"
-    """headline selection rule of tables and figures: best_val (the paper's) | best_val_interpolated | final"""
+    selection: Literal["best_val", "best_val_interpolated", "final"] = "best_val"
+    """headline selection rule of tables and figures (jaxinit.forgetting.memory.SELECTION_RULES): the
+    paper's best_val, best_val among interpolating epochs, or the final epoch"""
 
 
 @dataclass(frozen=True)
@@ -100,80 +103,105 @@ PAPER = ForgettingConfig(
 )
 
 
-def _variants() -> dict[str, ForgettingConfig]:
-    """Batch-size, depth, long-horizon and L2-strength variants of the cpu and paper presets."""
+# The cpu base, said once in the descriptions of its variants.
+_BASE = "MLP 3 x 128 on 3,200 mnist1d examples, 80 epochs"
+
+
+def _variants() -> dict[str, Preset]:
+    """Batch-size, depth, long-horizon, mechanism and L2-strength variants of the cpu and paper presets."""
     out = {}
     for b in (16, 32, 64, 128, 256):
-        out[f"cpu_b{b}"] = replace(CPU_BASE, train=replace(CPU_BASE.train, batch_size=b),
-                                   sweep=replace(CPU_BASE.sweep, optimizers=("sgd",)))
-        out[f"paper_b{b}"] = replace(PAPER, train=replace(PAPER.train, batch_size=b))
+        out[f"cpu_b{b}"] = Preset(replace(CPU_BASE, train=replace(CPU_BASE.train, batch_size=b),
+                                          sweep=replace(CPU_BASE.sweep, optimizers=("sgd",))),
+                                  f"batch size: plain sgd at b = {b} ({_BASE})")
+        out[f"paper_b{b}"] = Preset(replace(PAPER, train=replace(PAPER.train, batch_size=b)),
+                                    f"the paper preset at b = {b}; accelerator")
     for name in ("resnet20", "resnet56", "resnet110"):
-        out[f"paper_{name}"] = replace(PAPER, model=replace(PAPER.model, name=name),
-                                       sweep=replace(PAPER.sweep, optimizers=("sgd", "adam", "sgd_l2")))
-    out["cpu_long"] = replace(CPU_BASE, train=replace(CPU_BASE.train, epochs=1000, checkpoint_every=50, eval_every=5),
-                              sweep=replace(CPU_BASE.sweep, optimizers=("sgd",)))
-    out["cpu_w256"] = replace(CPU_BASE, model=replace(CPU_BASE.model, width=256))
+        out[f"paper_{name}"] = Preset(replace(PAPER, model=replace(PAPER.model, name=name),
+                                              sweep=replace(PAPER.sweep, optimizers=("sgd", "adam", "sgd_l2"))),
+                                      f"depth: the paper preset on a CIFAR {name}, sgd, adam, sgd_l2; accelerator")
+    out["cpu_long"] = Preset(replace(CPU_BASE, train=replace(CPU_BASE.train, epochs=1000, checkpoint_every=50,
+                                                             eval_every=5),
+                                     sweep=replace(CPU_BASE.sweep, optimizers=("sgd",))),
+                             "time: low-LR sgd on the cpu base for 1,000 epochs, evaluated every 5")
+    out["cpu_w256"] = Preset(replace(CPU_BASE, model=replace(CPU_BASE.model, width=256)),
+                             "width: the cpu base's five settings at width 256")
     # The paper's architecture family at CPU scale: a BatchNorm ResNet-8 (one basic block per stage,
     # 8-16-32 channels) on mnist1d's 1-D signals; adam at a point of its clock sweep where it forgets.
     resnet = replace(CPU_BASE, model=ModelConfig(name="resnet8", width_mult=0.5),
                      opt=replace(CPU_BASE.opt, setting_lr=CPU_LR[:-3] + ("adam=6.4e-3", "adamw=1e-3", "muon=0.02")),
                      sweep=replace(CPU_BASE.sweep, optimizers=("sgd", "sgd_l2", "adam", "muon")))
-    out["cpu_resnet"] = resnet
+    out["cpu_resnet"] = Preset(resnet, "architecture family: BatchNorm ResNet-8 (8-16-32) on mnist1d; sgd, sgd_l2, "
+                                       "adam, muon; 80 epochs")
     # Low-LR SGD on the same ResNet for longer: does its memory survive interpolation (80 epochs do not get there)?
-    out["cpu_resnet_long"] = replace(resnet, train=replace(resnet.train, epochs=300, eval_every=5, checkpoint_every=50),
-                                     sweep=replace(resnet.sweep, optimizers=("sgd",)))
+    out["cpu_resnet_long"] = Preset(replace(resnet, train=replace(resnet.train, epochs=300, eval_every=5,
+                                                                  checkpoint_every=50),
+                                            sweep=replace(resnet.sweep, optimizers=("sgd",))),
+                                    "low-LR sgd on the ResNet-8 for 300 epochs: does its memory survive interpolation?")
     # Depth: narrow CIFAR ResNets (4-8-16 channels) on mnist1d, low-LR SGD, 50 epochs.
     for depth in (20, 56):
         short = replace(CPU_BASE, model=ModelConfig(name=f"resnet{depth}", width_mult=0.25),
                         train=replace(CPU_BASE.train, epochs=50), sweep=replace(CPU_BASE.sweep, optimizers=("sgd",)))
-        out[f"cpu_depth{depth}"] = short
+        out[f"cpu_depth{depth}"] = Preset(short, f"depth: CIFAR ResNet-{depth} at 4-8-16 channels on mnist1d, "
+                                                 f"low-LR sgd, 50 epochs")
         # The same for 150 epochs, evaluated every 5: long enough for late interpolation to show (cpu_resnet_long).
-        out[f"cpu_depth{depth}_long"] = replace(short, train=replace(short.train, epochs=150, eval_every=5,
-                                                                     checkpoint_every=25))
+        out[f"cpu_depth{depth}_long"] = Preset(replace(short, train=replace(short.train, epochs=150, eval_every=5,
+                                                                            checkpoint_every=25)),
+                                               f"depth: cpu_depth{depth} for 150 epochs, evaluated every 5")
     # The mechanism (issue 18): sigma_w on every kernel, on the hidden kernels only (head drawn at sigma_w = 1)
     # or on the head only, for sgd, adam and muon; paired draws, so the parts' memories compare seed by seed.
     # The ResNet-8 at three sigma_w (0.1, 0.6, 2.5) to fit an hour with the MLP's three runs.
-    for scope in ("all", "hidden", "head"):
-        out[f"cpu_scope_{scope}"] = replace(CPU_BASE, model=replace(CPU_BASE.model, sigma_w_scope=scope),
-                                            sweep=replace(CPU_BASE.sweep, optimizers=("sgd", "adam", "muon")))
-        out[f"cpu_resnet_scope_{scope}"] = replace(
+    scoped = {"all": "on every kernel (the scope runs' reference)", "hidden": "on hidden kernels only (head at 1)",
+              "head": "on the head only (hidden kernels at 1)"}
+    for scope, what in scoped.items():
+        out[f"cpu_scope_{scope}"] = Preset(
+            replace(CPU_BASE, model=replace(CPU_BASE.model, sigma_w_scope=scope),
+                    sweep=replace(CPU_BASE.sweep, optimizers=("sgd", "adam", "muon"))),
+            f"mechanism: sigma_w {what}; MLP base, sgd, adam, muon")
+        out[f"cpu_resnet_scope_{scope}"] = Preset(replace(
             resnet, model=replace(resnet.model, sigma_w_scope=scope),
             train=replace(resnet.train, eval_every=5, checkpoint_every=20),
-            sweep=replace(resnet.sweep, sigma_w=(0.1, 0.6, 2.5), optimizers=("sgd", "adam", "muon")))
+            sweep=replace(resnet.sweep, sigma_w=(0.1, 0.6, 2.5), optimizers=("sgd", "adam", "muon"))),
+            f"mechanism: sigma_w {what}; ResNet-8 at sigma_w 0.1, 0.6, 2.5, sgd, adam, muon")
     # Adam at equal learning rates on both architectures (the MLP's 1e-3 and the ResNet's 6.4e-3, each on both),
     # 150 epochs: is "Adam forgets in the ResNet, not in the MLP" the architecture or the lr? The ResNet's
     # evaluation costs ~4x its training here (every member, 5,000 examples, sequential convs), so it and the
     # ResNet scope runs evaluate every 5 epochs (the selection sees a fifth of the epochs; the MLP every epoch).
     for tag, lr in (("lo", "1e-3"), ("hi", "6.4e-3")):
-        for name, base, every in (("cpu", CPU_BASE, 1), ("cpu_resnet", resnet, 5)):
-            out[f"{name}_adam_{tag}"] = replace(base, opt=replace(base.opt, setting_lr=(f"adam={lr}",)),
-                                                train=replace(base.train, epochs=150, checkpoint_every=50,
-                                                              eval_every=every),
-                                                sweep=replace(base.sweep, optimizers=("adam",)))
+        for name, base, every, net in (("cpu", CPU_BASE, 1, "MLP"), ("cpu_resnet", resnet, 5, "ResNet-8")):
+            out[f"{name}_adam_{tag}"] = Preset(
+                replace(base, opt=replace(base.opt, setting_lr=(f"adam={lr}",)),
+                        train=replace(base.train, epochs=150, checkpoint_every=50, eval_every=every),
+                        sweep=replace(base.sweep, optimizers=("adam",))),
+                f"mechanism: adam alone at lr {lr} on the {net}, 150 epochs (architecture or learning rate?)")
     for lam in ("5e-4", "5e-3", "2e-2", "5e-2"):
-        out[f"cpu_l2_{lam}"] = replace(CPU_BASE, opt=replace(CPU_BASE.opt, setting_weight_decay=(f"sgd_l2={lam}",)),
-                                       sweep=replace(CPU_BASE.sweep, optimizers=("sgd_l2",)))
+        out[f"cpu_l2_{lam}"] = Preset(
+            replace(CPU_BASE, opt=replace(CPU_BASE.opt, setting_weight_decay=(f"sgd_l2={lam}",)),
+                    sweep=replace(CPU_BASE.sweep, optimizers=("sgd_l2",))),
+            f"L2 strength: sgd_l2 alone at lambda {lam} ({_BASE})")
     return out
 
 
-PRESETS: dict[str, ForgettingConfig] = {"cpu": CPU, "cpu_full": CPU_FULL, "smoke": SMOKE, "paper": PAPER, **_variants()}
+PRESETS = Presets({
+    "cpu": Preset(CPU, "the README main job (make demo): MLP 3 x 128, 1,600 mnist1d examples, 5 settings, "
+                       "100 epochs; ~3.5 min on 2 cores"),
+    "cpu_full": Preset(CPU_FULL, "every optimizer setting at CPU scale: width 256, 5 seeds, 80 epochs"),
+    "smoke": Preset(SMOKE, "tests, seconds: MLP 2 x 32 on digits, sgd and adam, 2 epochs"),
+    "paper": Preset(PAPER, "the paper's setting: ResNet-9 on CIFAR-10, b = 128, every setting, 3 seeds, 200 epochs; "
+                           "accelerator"),
+    **_variants()})
 
 
 def preset(name: str) -> ForgettingConfig:
-    """The named preset (a frozen dataclass: change it with `dataclasses.replace`)."""
-    if name not in PRESETS:
-        raise ConfigError(f"unknown preset {name!r} (choose from {', '.join(PRESETS)})")
-    return PRESETS[name]
+    """The named preset (a frozen dataclass: change it with `dataclasses.replace`); its description:
+    ``PRESETS.description(name)``."""
+    return PRESETS.pick(name)
 
 
 def validate(cfg: ForgettingConfig) -> None:
     """Cheap checks before anything is written (data and model are checked again when built)."""
-    from jaxinit.forgetting.memory import check_selection
-    from jaxinit.init import check_sigma_w_scope
-    from jaxinit.optim import check_muon_aux, resolve_setting
-    validate_common(cfg)
-    check_sigma_w_scope(cfg.model.sigma_w_scope)
-    check_muon_aux(cfg.opt.muon_aux)
+    from jaxinit.optim import resolve_setting
+    validate_common(cfg)   # also: every Literal field (model.sigma_w_scope, opt.muon_aux, ...) among its choices
     if not cfg.sweep.optimizers or len(set(cfg.sweep.optimizers)) != len(cfg.sweep.optimizers):
         raise ConfigError(f"--sweep.optimizers must list distinct setting labels, got {cfg.sweep.optimizers}")
     for label in cfg.sweep.optimizers:
@@ -182,6 +210,5 @@ def validate(cfg: ForgettingConfig) -> None:
         check_float32(f"opt.setting_lr={label}", setting.lr)
         for decay in (setting.l2, setting.weight_decay):
             check_float32(f"opt.setting_weight_decay={label}", decay)
-    check_selection(cfg.analysis.selection)
     if cfg.data.dir and not Path(cfg.data.dir).expanduser().is_dir():
         raise ConfigError(f"--data.dir={cfg.data.dir}: no such directory")

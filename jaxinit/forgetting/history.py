@@ -9,12 +9,16 @@ and THEORY.md §6. Pure python / numpy (no jax).
 """
 from __future__ import annotations
 
-import json
 import math
-from pathlib import Path
 from typing import Any, Iterable, Mapping, Sequence
 
 import numpy as np
+
+from jaxinit.jsonsafe import finite_or_none, to_json
+from jaxinit.runs import read_jsonl
+
+# (Older name, until memory.py, horizon.py and clock_run.py import `jaxinit.jsonsafe.to_json`.)
+to_jsonable = to_json
 
 INTERP_THRESHOLD = 0.995
 # Accuracies are float32 on the device; averaged over batches, an exact 99.5 % can arrive as
@@ -30,20 +34,9 @@ PROGRESS_THRESHOLDS = (0.8, 0.9, 0.95, 0.995)
 
 # --------------------------------------------------------------------------- small helpers
 def as_float(x: Any) -> float:
-    """A row value as float; None, non-numbers and non-finite values become NaN."""
-    if x is None or isinstance(x, bool):
-        return math.nan
-    try:
-        v = float(x)
-    except (TypeError, ValueError):
-        return math.nan
-    return v if math.isfinite(v) else math.nan
-
-
-def finite_or_none(x: Any) -> float | None:
-    """A value for JSON: finite float or None."""
-    v = as_float(x)
-    return None if math.isnan(v) else v
+    """A row value as float; None, bools, non-numbers and non-finite values become NaN."""
+    v = finite_or_none(x)
+    return math.nan if v is None else v
 
 
 def by_epoch(rows: Iterable[Mapping[str, Any]]) -> list[Mapping[str, Any]]:
@@ -74,23 +67,6 @@ def rows_by_member(rows: Iterable[Mapping[str, Any]]) -> dict[int, list[Mapping[
     for r in rows:
         out.setdefault(int(r["member"]), []).append(r)
     return dict(sorted(out.items()))
-
-
-def to_jsonable(obj: Any) -> Any:
-    """Recursively: numpy scalars/arrays -> python, NaN/inf -> None, tuples -> lists."""
-    if isinstance(obj, Mapping):
-        return {str(k): to_jsonable(v) for k, v in obj.items()}
-    if isinstance(obj, (list, tuple)):
-        return [to_jsonable(v) for v in obj]
-    if isinstance(obj, np.ndarray):
-        return [to_jsonable(v) for v in obj.tolist()]
-    if isinstance(obj, (bool, np.bool_)):
-        return bool(obj)
-    if isinstance(obj, (int, np.integer)):
-        return int(obj)
-    if isinstance(obj, (float, np.floating)):
-        return finite_or_none(obj)
-    return obj
 
 
 # --------------------------------------------------------------------------- per-member metrics
@@ -354,28 +330,9 @@ def member_summary(rows: Sequence[Mapping[str, Any]], member_info: Mapping[str, 
     }
     if "member" in member_info:
         out = {"member": int(member_info["member"]), **out}
-    return to_jsonable(out)
+    return to_json(out)
 
 
-# --------------------------------------------------------------------------- files and tables
-def read_metrics(path: str | Path) -> list[dict[str, Any]]:
-    """Rows of a `metrics.jsonl` file.
-
-    A killed run may leave a truncated last line: it is dropped. An unparsable line anywhere else
-    is corruption and raises ValueError. NaN / Infinity tokens (python's json) are accepted.
-    """
-    lines = Path(path).read_text().splitlines()
-    while lines and not lines[-1].strip():
-        lines.pop()
-    rows = []
-    for n, line in enumerate(lines):
-        if not line.strip():
-            continue
-        try:
-            rows.append(json.loads(line))
-        except json.JSONDecodeError:
-            if n == len(lines) - 1:
-                break  # the partial write of an interrupted run
-            raise ValueError(f"{path}: line {n + 1} is not JSON") from None
-    return rows
-
+# --------------------------------------------------------------------------- files
+# Rows of a metrics.jsonl: a truncated last line dropped, corruption elsewhere one ValueError naming the line.
+read_metrics = read_jsonl

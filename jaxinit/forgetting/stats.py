@@ -1,7 +1,7 @@
 """Seed statistics of the initialization-memory spread: common sigma_w grid, per-seed spreads and
-memory slopes, log-log norm slopes, t interval.
+memory slopes, log-log norm slopes (the t interval: `jaxinit.intervals`).
 
-Pure numbers (numpy, scipy.stats for the t quantile); no knowledge of rows or summaries, which
+Pure numbers (numpy); no knowledge of rows or summaries, which
 `memory.spread` turns into the mappings used here.
 """
 from __future__ import annotations
@@ -11,7 +11,8 @@ from typing import Hashable, Mapping, Sequence
 
 import numpy as np
 
-CI_LEVEL = 0.95
+from jaxinit.intervals import LEVEL as CI_LEVEL  # noqa: F401  (stats.CI_LEVEL: nulls, horizon)
+from jaxinit.intervals import t_interval
 
 
 def common_grid(usable: Mapping[Hashable, set]) -> list:
@@ -44,21 +45,6 @@ def per_seed_spreads(values: Mapping[Hashable, Mapping[float, float]], grid: Seq
 def sample_std(xs: Sequence[float]) -> float | None:
     """Standard deviation with ddof = 1; None below 2 values."""
     return float(np.std(np.asarray(xs, np.float64), ddof=1)) if len(xs) >= 2 else None
-
-
-def t_interval(xs: Sequence[float], level: float = CI_LEVEL) -> list[float] | None:
-    """Student-t interval for the mean: mean -+ t_{(1+level)/2, n-1} s / sqrt(n); None below 2 values.
-
-    Treats the values (one spread per seed) as iid draws; the choice of the sigma_w grid and the
-    machine-to-machine (float-order) variation are not in it.
-    """
-    a = np.asarray(xs, np.float64)
-    if a.size < 2:
-        return None
-    from scipy import stats  # ~0.3 s to import; only intervals need it (one seed trains without scipy)
-    half = float(stats.t.ppf(0.5 + level / 2, a.size - 1)) * float(a.std(ddof=1)) / math.sqrt(a.size)
-    mean = float(a.mean())
-    return [mean - half, mean + half]
 
 
 def seed_statistics(per_seed: Sequence[float] | None) -> tuple[float | None, float | None, list[float] | None]:

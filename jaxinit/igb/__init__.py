@@ -14,8 +14,9 @@ Notebook API (everything runs in memory; nothing is written unless you ask):
     pd = igb.phase_diagrams(igb.phase_preset("smoke"))  # PhaseDiagramResult: .data, .timing
     figs = igb.panel_figures(pd.data, igb.phase_preset("smoke"))
 
-Presets: ``smoke`` (seconds), ``cpu`` (the README's numbers), ``paper`` (accelerator). A config is a
-frozen dataclass: ``dataclasses.replace(cfg, train=replace(cfg.train, steps=50))``. To save as the
+Presets: ``smoke`` (seconds), ``cpu`` (the README's numbers), ``paper`` (accelerator); each module's
+``PRESETS.description(name)`` says what one is for. A config is a frozen dataclass:
+``dataclasses.replace(cfg, train=replace(cfg.train, steps=50))``. To save as the
 experiments do, pass ``on_case=igb.sink.saver(DIR)`` / ``on_result=igb.sink.saver(DIR)``.
 
 Modules: `nets` (a module + its parameter template; draw, scale, forward, backpropagated signals),
@@ -24,11 +25,13 @@ Modules: `nets` (a module + its parameter template; draw, scale, forward, backpr
 `phases` (phase points from the theory's solvers), `train` (member-parallel training),
 `study_train` (`train_phases`: learning-rate sweep at the EOC, then every phase), `summary_train`,
 `phase_diagram` (theory diagrams, timing), `plots_init` / `plots_train` (figures), `sink` (the file sink),
-`config_init` / `config_train` / `config_phase` (configs and presets).
+`config_init` / `config_train` / `config_phase` (configs and presets), `config_data` (`IGBDataConfig`:
+binarised labels).
 """
 from __future__ import annotations
 
 from jaxinit.igb import config_init, config_phase, config_train, sink
+from jaxinit.igb.config_data import IGBDataConfig
 from jaxinit.igb.config_init import IGBInitConfig
 from jaxinit.igb.config_phase import PhaseDiagramConfig
 from jaxinit.igb.config_train import IGBTrainConfig
@@ -41,26 +44,19 @@ from jaxinit.igb.study_train import TrainResult, train_phases
 
 def init_preset(name: str = "cpu") -> IGBInitConfig:
     """A preset of the study at init (smoke, cpu, paper)."""
-    return _preset(config_init.PRESETS, name)
+    return config_init.PRESETS.pick(name)
 
 
 def train_preset(name: str = "cpu") -> IGBTrainConfig:
     """A preset of the study in training (smoke, cpu, paper)."""
-    return _preset(config_train.PRESETS, name)
+    return config_train.PRESETS.pick(name)
 
 
 def phase_preset(name: str = "cpu") -> PhaseDiagramConfig:
     """A preset of the phase diagrams (smoke, cpu)."""
-    return _preset(config_phase.PRESETS, name)
-
-
-def _preset(presets: dict, name: str):
-    from jaxinit.config import ConfigError
-    if name not in presets:
-        raise ConfigError(f"unknown preset {name!r}; choose from {', '.join(presets)}")
-    return presets[name]
+    return config_phase.PRESETS.pick(name)
 
 
 __all__ = ["probe_init", "train_phases", "phase_diagrams", "init_figures", "train_figures", "panel_figures",
            "init_preset", "train_preset", "phase_preset", "InitResult", "TrainResult", "PhaseDiagramResult",
-           "IGBInitConfig", "IGBTrainConfig", "PhaseDiagramConfig", "sink"]
+           "IGBInitConfig", "IGBTrainConfig", "PhaseDiagramConfig", "IGBDataConfig", "sink"]

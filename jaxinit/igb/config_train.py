@@ -2,25 +2,29 @@
 
 Presets: ``smoke`` (tests, seconds), ``cpu`` (default; README numbers, see `CPU`), ``paper`` (the
 trainability paper's scale: width 1000, depth 100, MNIST; accelerator, not run). Every field's
-docstring is what ``--help`` shows.
+docstring is what ``--help`` shows. Sections use the shared keys of every experiment where the concept is
+shared: ``model.*`` (the networks), ``opt.*`` (the learning rates), ``sweep.optimizers``, ``train.*``,
+``data.*``; ``phases.*`` and ``grid.*`` are this study's own.
 """
 from __future__ import annotations
 
 import math
+import typing
 from dataclasses import dataclass
-from typing import Annotated
+from typing import Literal
 
-import tyro
+from jaxinit.config import ConfigError, Preset, Presets, check_distinct_float32, check_float32, check_values
+from jaxinit.igb.config_data import IGBDataConfig
 
-from jaxinit.config import ConfigError, DataConfig, check_distinct_float32, check_float32, check_values
-
-ACTS = ("tanh", "relu")
-OPTIMIZERS = ("sgd", "momentum", "adam")
+Act = Literal["tanh", "relu"]
+Optimizer = Literal["sgd", "momentum", "adam"]
+ACTS: tuple[str, ...] = typing.get_args(Act)
+OPTIMIZERS: tuple[str, ...] = typing.get_args(Optimizer)
 
 
 @dataclass(frozen=True)
-class NetConfig:
-    acts: tuple[str, ...] = ACTS
+class MLPConfig:
+    acts: tuple[Act, ...] = ACTS
     """activations of the deep MLP: tanh (bounded: ordered, EOC, prejudice, neutrality) and relu (unbounded)"""
     width: int = 128
     """hidden width"""
@@ -55,23 +59,31 @@ class GridConfig:
 
 
 @dataclass(frozen=True)
-class LrConfig:
-    sgd: tuple[float, ...] = (1e-4, 3e-4, 1e-3, 3e-3, 1e-2, 3e-2, 0.1)
+class LrGridConfig:
+    sgd_lr: tuple[float, ...] = (1e-4, 3e-4, 1e-3, 3e-3, 1e-2, 3e-2, 0.1)
     """SGD learning rates tried at the EOC (one value: no sweep); the stable rate falls ~1/depth at the EOC"""
-    momentum: tuple[float, ...] = (1e-4, 3e-4, 1e-3, 3e-3, 1e-2)
+    momentum_lr: tuple[float, ...] = (1e-4, 3e-4, 1e-3, 3e-3, 1e-2)
     """heavy-ball (mu = 0.9) learning rates tried at the EOC"""
-    adam: tuple[float, ...] = (1e-5, 3e-5, 1e-4, 3e-4, 1e-3, 3e-3)
+    adam_lr: tuple[float, ...] = (1e-5, 3e-5, 1e-4, 3e-4, 1e-3, 3e-3)
     """Adam learning rates tried at the EOC"""
-    sweep_steps: int = 80
-    """steps of each sweep run"""
-    sweep_seeds: int = 2
+    lr_sweep_steps: int = 80
+    """steps of each learning-rate sweep run"""
+    lr_sweep_seeds: int = 2
     """seeds per learning rate (seeds 1000, 1001, ...: not those of the phase runs)"""
+
+    def lrs(self, optimizer: str) -> tuple[float, ...]:
+        """The learning rates tried for ``optimizer`` (a label of `OPTIMIZERS`)."""
+        return getattr(self, f"{optimizer}_lr")
+
+
+@dataclass(frozen=True)
+class SweepConfig:
+    optimizers: tuple[Optimizer, ...] = ("sgd",)
+    """optimizers every phase point trains with; the first is the main one (grid, overlay)"""
 
 
 @dataclass(frozen=True)
 class TrainLoopConfig:
-    optimizers: Annotated[tuple[str, ...], tyro.conf.arg(aliases=("--train.optimizer",))] = ("sgd",)
-    """sgd | momentum | adam; the first is the main one (grid, overlay)"""
     steps: int = 400
     """training steps of every phase run"""
     batch_size: int = 64
@@ -94,35 +106,37 @@ class TrainLoopConfig:
 
 @dataclass(frozen=True)
 class IGBTrainConfig:
-    net: NetConfig = NetConfig()
+    model: MLPConfig = MLPConfig()
     """the deep MLPs"""
     phases: PhaseConfig = PhaseConfig()
     """one point per phase, placed by the theory"""
     grid: GridConfig = GridConfig()
     """a (sigma_w2, sigma_b2) grid for the overlay"""
-    lr: LrConfig = LrConfig()
-    """the learning-rate sweep at the EOC, per optimizer, activation and depth"""
+    opt: LrGridConfig = LrGridConfig()
+    """the learning rates swept at the EOC, per optimizer, activation and depth"""
+    sweep: SweepConfig = SweepConfig()
+    """the optimizers"""
     train: TrainLoopConfig = TrainLoopConfig()
     """the training loop"""
-    data: DataConfig = DataConfig(name="digits", normalize="sphere", binarize=True)
+    data: IGBDataConfig = IGBDataConfig(name="digits", normalize="sphere")
     """binarised (label % 2) inputs on the sphere |x|^2/d = 1"""
 
 
 SMOKE = IGBTrainConfig(
-    net=NetConfig(acts=("tanh",), width=16, depths=(3, 5)),
+    model=MLPConfig(acts=("tanh",), width=16, depths=(3, 5)),
     phases=PhaseConfig(seeds=1),
     grid=GridConfig(sigma_w2=(1.0, 3.0), sigma_b2=(0.1,), depths=(3,)),
-    lr=LrConfig(sgd=(0.05, 0.2), adam=(1e-3,), sweep_steps=3, sweep_seeds=1),
-    train=TrainLoopConfig(optimizers=("sgd", "adam"), steps=6, batch_size=32, eval_every=3, dense_until=2,
-                          eval_train_n=64, phase_res=8),
-    data=DataConfig(name="digits", normalize="sphere", binarize=True, n_train=256, n_test=128),
+    opt=LrGridConfig(sgd_lr=(0.05, 0.2), adam_lr=(1e-3,), lr_sweep_steps=3, lr_sweep_seeds=1),
+    sweep=SweepConfig(optimizers=("sgd", "adam")),
+    train=TrainLoopConfig(steps=6, batch_size=32, eval_every=3, dense_until=2, eval_train_n=64, phase_res=8),
+    data=IGBDataConfig(name="digits", normalize="sphere", n_train=256, n_test=128),
 )
-CPU = IGBTrainConfig(train=TrainLoopConfig(optimizers=("sgd", "adam")))
+CPU = IGBTrainConfig(sweep=SweepConfig(optimizers=("sgd", "adam")))
 """The README's run: tanh and ReLU MLPs, width 128, depths 30 / 60 / 100, one point per phase at sigma_b2 = 0.1
 (3 seeds each), a 5 x 2 (sigma_w2, sigma_b2) grid at depth 100 for SGD, 400 steps of batch 64 on binarised
 digits (1,295 train / 143 validation / 359 test), SGD and Adam.
 
-Learning rate, once per (optimizer, activation, depth), held fixed for every phase: grid `LrConfig` (SGD
+Learning rate, once per (optimizer, activation, depth), held fixed for every phase: grid `LrGridConfig` (SGD
 1e-4 .. 0.1, Adam 1e-5 .. 3e-3, factors of ~3), tried at the EOC point for 80 steps on seeds 1000 and
 1001; criterion: the highest mean validation accuracy at step 80, a rate with a diverged member excluded,
 ties to the smaller rate. Chosen (the sweep's mean validation accuracy in brackets):
@@ -135,33 +149,35 @@ depth there). Measured: 24 min 04 s wall, 1,378 s CPU on the shared 2-core CPU (
 README, "Bias meets trainability".
 """
 PAPER = IGBTrainConfig(
-    net=NetConfig(width=1000, depths=(30, 60, 100)),
+    model=MLPConfig(width=1000, depths=(30, 60, 100)),
     phases=PhaseConfig(seeds=5),
     grid=GridConfig(sigma_w2=(0.8, 1.0, 1.3, 1.6, 2.0, 2.5, 3.0, 4.0, 5.0, 7.0),
                     sigma_b2=(0.01, 0.05, 0.1, 0.3, 0.5, 1.0), depths=(100,)),
-    lr=LrConfig(sweep_steps=300, sweep_seeds=3),
-    train=TrainLoopConfig(optimizers=("sgd", "momentum", "adam"), steps=2000, batch_size=128, eval_every=20,
-                          dense_until=50, phase_res=200),
-    data=DataConfig(name="mnist", normalize="sphere", binarize=True),
+    opt=LrGridConfig(lr_sweep_steps=300, lr_sweep_seeds=3),
+    sweep=SweepConfig(optimizers=("sgd", "momentum", "adam")),
+    train=TrainLoopConfig(steps=2000, batch_size=128, eval_every=20, dense_until=50, phase_res=200),
+    data=IGBDataConfig(name="mnist", normalize="sphere"),
 )
-PRESETS = {"smoke": SMOKE, "cpu": CPU, "paper": PAPER}
+PRESETS = Presets({
+    "smoke": Preset(SMOKE, "tests, seconds: tanh width 16, depths 3 and 5, 6 steps, SGD and Adam"),
+    "cpu": Preset(CPU, "the README's run: tanh and ReLU, width 128, depths 30/60/100, SGD and Adam; "
+                       "~24 min on 2 cores"),
+    "paper": Preset(PAPER, "the trainability paper's scale: width 1000, MNIST, 2,000 steps, SGD, momentum and "
+                           "Adam; accelerator, not run yet"),
+})
 
 
 def validate(cfg: IGBTrainConfig) -> None:
-    """One-line `ConfigError` for values that make no sense (unknown optimizer, depth < 1, width < 1, ...)."""
+    """One-line `ConfigError` for values that make no sense (repeated optimizer, depth < 1, width < 1, ...)."""
     from jaxinit.igb.config_init import check_grid_float32
-    check_values(cfg)
-    n, p, g, lr, t = cfg.net, cfg.phases, cfg.grid, cfg.lr, cfg.train
-    if unknown := set(n.acts) - set(ACTS):
-        raise ConfigError(f"--net.acts: unknown {sorted(unknown)}; choose from {', '.join(ACTS)}")
-    if n.width < 1 or min(n.depths) < 1:
-        raise ConfigError(f"--net: width and every depth must be >= 1, got width={n.width}, depths={n.depths}")
-    if unknown := set(t.optimizers) - set(OPTIMIZERS):
-        raise ConfigError(f"--train.optimizers: unknown {sorted(unknown)}; choose from {', '.join(OPTIMIZERS)}")
-    if len(set(t.optimizers)) != len(t.optimizers) or len(set(n.depths)) != len(n.depths):
-        raise ConfigError("--train.optimizers and --net.depths must not repeat a value")
-    if not set(g.depths) <= set(n.depths):
-        raise ConfigError(f"--grid.depths={g.depths} must be among --net.depths={n.depths}")
+    check_values(cfg)   # also: activations and optimizers among their choices
+    m, p, g, o, t, opts = cfg.model, cfg.phases, cfg.grid, cfg.opt, cfg.train, cfg.sweep.optimizers
+    if m.width < 1 or not m.depths or min(m.depths) < 1:
+        raise ConfigError(f"--model: width and every depth must be >= 1, got width={m.width}, depths={m.depths}")
+    if not opts or len(set(opts)) != len(opts) or len(set(m.depths)) != len(m.depths):
+        raise ConfigError("--sweep.optimizers (at least one) and --model.depths must not repeat a value")
+    if not set(g.depths) <= set(m.depths):
+        raise ConfigError(f"--grid.depths={g.depths} must be among --model.depths={m.depths}")
     finite = lambda vs: all(math.isfinite(v) for v in vs)
     if not finite(g.sigma_w2 + g.sigma_b2 + (p.sigma_b2,)) or min(g.sigma_w2) <= 0 or min(g.sigma_b2 + (p.sigma_b2,)) < 0:
         raise ConfigError("--grid / --phases: sigma_w2 must be > 0 and sigma_b2 >= 0 (finite)")
@@ -169,15 +185,17 @@ def validate(cfg: IGBTrainConfig) -> None:
     check_float32("phases.sigma_b2", p.sigma_b2)
     if not (0 < p.ordered_factor < 1 and p.chaotic_factor > 1 and p.neutral_factor > 1):
         raise ConfigError("--phases: ordered_factor in (0, 1), chaotic_factor and neutral_factor > 1")
-    if min(p.seeds, t.steps, t.batch_size, t.eval_every, t.phase_res, lr.sweep_steps, lr.sweep_seeds) < 1:
-        raise ConfigError("--phases.seeds, --train.steps, batch_size, eval_every, phase_res, --lr.sweep_* must be >= 1")
+    if min(p.seeds, t.steps, t.batch_size, t.eval_every, t.phase_res, o.lr_sweep_steps, o.lr_sweep_seeds) < 1:
+        raise ConfigError("--phases.seeds, --train.steps, batch_size, eval_every, phase_res, "
+                          "--opt.lr_sweep_steps, lr_sweep_seeds must be >= 1")
     if min(g.seeds, t.eval_train_n, t.dense_until) < 0:
         raise ConfigError("--grid.seeds, --train.eval_train_n and dense_until must be >= 0")
-    for name in t.optimizers:
-        if not getattr(lr, name) or not all(math.isfinite(v) and v > 0 for v in getattr(lr, name)):
-            raise ConfigError(f"--lr.{name}: learning rates must be finite and > 0, got {getattr(lr, name)}")
-        for v in getattr(lr, name):
-            check_float32(f"lr.{name}", v)
-        check_distinct_float32(f"lr.{name}", getattr(lr, name))
+    for name in opts:
+        key, lrs = f"opt.{name}_lr", o.lrs(name)
+        if not lrs or not all(math.isfinite(v) and v > 0 for v in lrs):
+            raise ConfigError(f"--{key}: learning rates must be finite and > 0, got {lrs}")
+        for v in lrs:
+            check_float32(key, v)
+        check_distinct_float32(key, lrs)
     if not 0 < t.target_acc <= 1 or not 0 < t.absorbed_fmax <= 1:
         raise ConfigError("--train: target_acc and absorbed_fmax in (0, 1]")

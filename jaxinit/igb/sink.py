@@ -1,4 +1,4 @@
-"""The optional file sink of the IGB study: results/*.npz, JSON, progress bars.
+"""The optional file sink of the IGB study: results/*.npz, figures, progress.
 
 The library's runs (`probe_init`, `train_phases`) compute in memory; the experiments pass these
 helpers as callbacks so that every finished case lands in ``DIR/results/<name>.npz`` at once
@@ -8,37 +8,21 @@ manifest (`jaxinit.rundir.Manifest`): recorded with its digest, never through a 
 """
 from __future__ import annotations
 
-import math
-import sys
 import time
 from pathlib import Path
 from typing import Any, Callable
 
-import numpy as np
-
-from jaxinit import files
+from jaxinit.jsonsafe import to_json
+from jaxinit.progress import Progress
 from jaxinit.rundir import Manifest
+from jaxinit.runs import RESULTS, load_results  # noqa: F401  (sink.load_results: the experiments' --resume)
 
-
-def json_safe(obj: Any) -> Any:
-    """``obj`` with numpy scalars as Python numbers and NaN / inf as None (JSON has neither)."""
-    if isinstance(obj, dict):
-        return {str(k): json_safe(v) for k, v in obj.items()}
-    if isinstance(obj, (list, tuple)):
-        return [json_safe(v) for v in obj]
-    if isinstance(obj, np.ndarray):
-        return json_safe(obj.tolist())
-    if isinstance(obj, (np.floating, float)):
-        return float(obj) if math.isfinite(obj) else None
-    if isinstance(obj, np.integer):
-        return int(obj)
-    if isinstance(obj, np.bool_):
-        return bool(obj)
-    return obj
+# (Older name, until study_init.py imports `jaxinit.jsonsafe.to_json`.)
+json_safe = to_json
 
 
 def results_dir(out: Path) -> Path:
-    return Path(out) / "results"
+    return Path(out) / RESULTS
 
 
 def saver(out: Path) -> Callable[[str, dict], None]:
@@ -59,23 +43,10 @@ def announcing_saver(out: Path) -> Callable[[str, dict], None]:
     return on_done
 
 
-def load_results(out: Path) -> dict[str, dict[str, np.ndarray]]:
-    """Every ``out/results/*.npz`` by name (one `ConfigError` line for an unreadable one)."""
-    return {f.stem: files.load_npz(f) for f in sorted(results_dir(out).glob("*.npz"))}
-
-
-def show_progress(enabled: bool | None = None, stream=None) -> bool:
-    """Progress bars only where a person watches: stderr is a terminal (or ``enabled`` says so)."""
-    stream = sys.stderr if stream is None else stream
-    if enabled is not None:
-        return enabled
-    return hasattr(stream, "isatty") and stream.isatty()
-
-
-def progress_bar(total: int, desc: str, enabled: bool | None = None):
-    """A tqdm bar on stderr, disabled unless `show_progress`."""
-    from tqdm import tqdm
-    return tqdm(total=total, desc=desc, disable=not show_progress(enabled), leave=False)
+def progress_bar(total: int, desc: str, enabled: bool | None = None) -> Progress:
+    """`jaxinit.progress.Progress` over ``total`` steps: a bar on a terminal (gone when closed), a line per
+    tenth of the steps otherwise; off with ``enabled=False`` or ``JAXINIT_PROGRESS=0``."""
+    return Progress(total, unit="step", desc=desc, enabled=enabled, leave=False)
 
 
 def save_figures(figures: dict[str, Any], fig_dir: Path) -> list[Path]:

@@ -20,7 +20,7 @@ import numpy as np
 from jaxinit.config import ConfigError
 from jaxinit.igb import sink, nets, predict, probe, width
 from jaxinit.igb import results as results_schema
-from jaxinit.igb.config_init import INPUTS, IGBInitConfig, NetConfig
+from jaxinit.igb.config_init import INPUTS, IGBInitConfig, ModelsConfig
 from jaxinit.models.cnn import CNN
 from jaxinit.models.deep import DeepMLP
 from jaxinit.models.vit import ViT
@@ -80,10 +80,10 @@ def load_inputs(name: str, cfg: IGBInitConfig, key) -> tuple[np.ndarray, np.ndar
     return x, np.asarray(ds.y_train)[idx]
 
 
-def build_cases(net: NetConfig, image_shape: tuple[int, ...]) -> list[Case]:
+def build_cases(net: ModelsConfig, image_shape: tuple[int, ...]) -> list[Case]:
     """One `Case` per model (n_out = 10, so the first two logits are the binary head)."""
     cases = []
-    for model in net.models:
+    for model in net.names:
         if model == "mlp":
             cases += [Case(f"mlp_{a}", model, nets.make_net(DeepMLP(10, net.mlp_width, net.mlp_depth, a), image_shape),
                            net.mlp_depth) for a in net.mlp_acts]
@@ -132,12 +132,12 @@ def probe_init(cfg: IGBInitConfig, on_case: Callable[[str, dict], None] | None =
     results_schema.check_init(cached)   # a saved case of another shape is refused before any work
     k_inputs, k_draws, k_theory, k_width = jax.random.split(jax.random.key(cfg.probe.seed), 4)
     cases, skipped, seconds = {}, {}, {}
-    n_cases = len(cfg.net.models) + (len(cfg.net.mlp_acts) - 1 if "mlp" in cfg.net.models else 0)
+    n_cases = len(cfg.model.names) + (len(cfg.model.mlp_acts) - 1 if "mlp" in cfg.model.names else 0)
     total = len(cfg.probe.inputs) * n_cases * cfg.probe.n_draws + len(cfg.width.widths) * cfg.width.n_draws
     bar = sink.progress_bar(total, "igb_init draws", progress)
     for input_name, (x, labels) in _inputs(cfg, k_inputs, skipped):
         c0_pairs = predict.input_overlaps(x)
-        for case in build_cases(cfg.net, tuple(x.shape[1:])):
+        for case in build_cases(cfg.model, tuple(x.shape[1:])):
             name, t0 = f"{input_name}__{case.name}", time.perf_counter()
             if name not in cached:
                 cases[name] = probe_case(case, x, labels, cfg, (k_draws, k_theory), c0_pairs, bar)

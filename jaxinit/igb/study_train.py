@@ -1,7 +1,7 @@
 """`train_phases(cfg) -> TrainResult`: deep MLPs trained from every phase of the theory, in memory.
 
 For every activation, depth and optimizer: (1) the learning rate is chosen once by a short sweep at
-the EOC (`sweep_lr`: ``cfg.lr.<optimizer>`` tried for ``lr.sweep_steps`` steps on ``lr.sweep_seeds``
+the EOC (`sweep_lr`: ``cfg.opt.<optimizer>_lr`` tried for ``opt.lr_sweep_steps`` steps on ``opt.lr_sweep_seeds``
 seeds that the phase runs do not use; criterion: the highest mean validation accuracy at the last
 sweep step, any diverged member disqualifying its rate, ties to the smaller rate) and then held fixed
 for every phase, so that no phase gets its own tuning; (2) one point per phase
@@ -69,14 +69,14 @@ def _members(sigma_w2, sigma_b2, seed, lr) -> train.Members:
 
 def sweep_lr(net, optimizer: str, act: str, cfg: IGBTrainConfig, data: dict, key) -> tuple[float, dict]:
     """The learning rate for every phase of (act, depth, optimizer), chosen at the EOC; the sweep's arrays."""
-    lrs = np.asarray(getattr(cfg.lr, optimizer), float)
+    lrs = np.asarray(cfg.opt.lrs(optimizer), float)
     if len(lrs) == 1:
         return float(lrs[0]), {}
     eoc = dict(phases.phase_points(act, cfg.phases.sigma_b2))["EOC"]
-    seeds = SWEEP_SEED0 + np.arange(cfg.lr.sweep_seeds)
+    seeds = SWEEP_SEED0 + np.arange(cfg.opt.lr_sweep_seeds)
     lr_M, seed_M = np.repeat(lrs, len(seeds)), np.tile(seeds, len(lrs))
     members = _members(np.full(len(lr_M), eoc), np.full(len(lr_M), cfg.phases.sigma_b2), seed_M, lr_M)
-    n = cfg.lr.sweep_steps
+    n = cfg.opt.lr_sweep_steps
     hist = train.train_members(net, optimizer, members, data, n, cfg.train.batch_size, [0, n],
                                jax.random.fold_in(key, SWEEP_STREAM))
     shape = (len(lrs), len(seeds))
@@ -92,7 +92,7 @@ def build_members(act: str, depth: int, optimizer: str, lr: float, cfg: IGBTrain
     p, g = cfg.phases, cfg.grid
     points = phases.phase_points(act, p.sigma_b2, p.ordered_factor, p.chaotic_factor, p.neutral_factor)
     rows = [(name, sw, p.sigma_b2, s) for name, sw in points for s in range(p.seeds)]
-    if optimizer == cfg.train.optimizers[0] and depth in g.depths:
+    if optimizer == cfg.sweep.optimizers[0] and depth in g.depths:
         rows += [("grid", sw, sb, s) for sb in g.sigma_b2 for sw in g.sigma_w2 for s in range(g.seeds)]
     role, sw, sb, seed = zip(*rows)
     sw, sb = np.array(sw, float), np.array(sb, float)
@@ -105,14 +105,14 @@ def build_members(act: str, depth: int, optimizer: str, lr: float, cfg: IGBTrain
 def train_run(act: str, depth: int, optimizer: str, cfg: IGBTrainConfig, data: dict, n_classes: int, key,
               progress=None) -> dict[str, np.ndarray]:
     """One (activation, depth, optimizer): the learning-rate sweep, then every phase (and grid) member."""
-    net = nets.make_net(DeepMLP(n_classes, cfg.net.width, depth, act), (data["x_train"].shape[1],))
+    net = nets.make_net(DeepMLP(n_classes, cfg.model.width, depth, act), (data["x_train"].shape[1],))
     lr, sweep = sweep_lr(net, optimizer, act, cfg, data, key)
     m = build_members(act, depth, optimizer, lr, cfg)
     steps = train.eval_steps(cfg.train.steps, cfg.train.eval_every, cfg.train.dense_until)
     hist = train.train_members(net, optimizer, _members(m["sigma_w2"], m["sigma_b2"], m["seed"], m["lr"]), data,
                                cfg.train.steps, cfg.train.batch_size, steps, key, progress=progress)
     res = {**m, **hist, **sweep, "act": np.array(act), "depth": np.array(depth), "optimizer": np.array(optimizer),
-           "width": np.array(cfg.net.width)}
+           "width": np.array(cfg.model.width)}
     if (m["role"] == "grid").any():
         res.update(theory_diagram(act, depth, cfg))
     return res
@@ -135,9 +135,9 @@ def theory_diagram(act: str, depth: int, cfg: IGBTrainConfig) -> dict[str, np.nd
 
 
 def _runs(cfg: IGBTrainConfig):
-    for act in cfg.net.acts:
-        for depth in cfg.net.depths:
-            for optimizer in cfg.train.optimizers:
+    for act in cfg.model.acts:
+        for depth in cfg.model.depths:
+            for optimizer in cfg.sweep.optimizers:
                 yield act, depth, optimizer
 
 

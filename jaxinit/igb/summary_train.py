@@ -12,21 +12,13 @@ from typing import Any
 
 import numpy as np
 
-from jaxinit.igb import sink, stats
+from jaxinit.igb import stats
 from jaxinit.igb.config_train import TrainLoopConfig
+from jaxinit.intervals import t_interval
+from jaxinit.jsonsafe import to_json
 
 ROW_METRICS = ("train_acc", "train_loss", "train_fmax", "test_acc", "test_loss", "test_fmax", "val_acc")
 CLASS_METRICS = ("test_class_acc", "test_class_freq", "test_class_loss")
-
-
-def ci95(values) -> list[float] | None:
-    """95 % Student-t interval of the mean (None for fewer than two values)."""
-    from scipy import stats as sps
-    v = np.asarray(values, float)
-    if len(v) < 2:
-        return None
-    half = sps.t.ppf(0.975, len(v) - 1) * v.std(ddof=1) / np.sqrt(len(v))
-    return [float(v.mean() - half), float(v.mean() + half)]
 
 
 def censored_median(steps) -> float | None:
@@ -56,7 +48,8 @@ def _phase_row(r: dict, idx: np.ndarray, reach, absorbed) -> dict[str, Any]:
             "steps_absorbed": _as_steps(absorbed[idx]), "steps_absorbed_median": censored_median(absorbed[idx]),
             "steps_to_target": _as_steps(reach[idx]), "steps_to_target_median": censored_median(reach[idx]),
             "final_test_acc": final.tolist(), "final_test_acc_mean": float(final.mean()),
-            "final_test_acc_ci95": ci95(final), "best_test_acc_mean": float(r["test_acc"][:, idx].max(axis=0).mean()),
+            "final_test_acc_ci95": t_interval(final),
+            "best_test_acc_mean": float(r["test_acc"][:, idx].max(axis=0).mean()),
             "final_test_fmax_mean": float(r["test_fmax"][-1, idx].mean()),
             "final_worst_class_acc_mean": float(worst.mean()),
             "grad_factor_measured": grad_factor(r["init_signal"][idx]).tolist(),
@@ -99,7 +92,7 @@ def summarize(r: dict, t: TrainLoopConfig) -> dict:
 
 def summarize_all(results: dict[str, dict], t: TrainLoopConfig) -> dict:
     """summary.json: `summarize` per run name (NaN / inf as None)."""
-    return sink.json_safe({"runs": {name: summarize(r, t) for name, r in results.items()}})
+    return to_json({"runs": {name: summarize(r, t) for name, r in results.items()}})
 
 
 def metric_rows(results: dict[str, dict]) -> list[dict]:
@@ -116,4 +109,4 @@ def metric_rows(results: dict[str, dict]) -> list[dict]:
                 row.update({k: float(r[k][e, j]) for k in ROW_METRICS if k in r})
                 row.update({k: r[k][e, j].tolist() for k in CLASS_METRICS})
                 rows.append(row)
-    return sink.json_safe(rows)
+    return to_json(rows)

@@ -14,7 +14,6 @@ import contextlib
 import json
 import sys
 import time
-from dataclasses import dataclass
 from typing import Any, NamedTuple
 
 import jax
@@ -22,82 +21,18 @@ import jax.monitoring
 import jax.numpy as jnp
 
 from jaxinit import interrupt
-from jaxinit.config import ConfigError, ModelConfig, SweepConfig, TrainConfig
+from jaxinit.config import SweepConfig, TrainConfig
 from jaxinit.data import Dataset
 from jaxinit.forgetting import loop
 from jaxinit.forgetting.config import ForgettingConfig
 from jaxinit.forgetting.members import chunk_args, default_strategy
+# The config and its per-model values live in their own module; importable from here.
+from jaxinit.tools.bench_config import (STRATEGIES, BenchmarkConfig, BenchSection, PhaseSection,  # noqa: F401
+                                        batch_size, input_shape, model_config, model_width_mults, steps,
+                                        width_mult)
 
-STRATEGIES = ("sequential", "vmap", "chunked")
 N_CLASSES = 10
 SIGMA_RANGE = (0.5, 2.0)           # members: K distinct sigma_w, one seed (one compiled step per setting)
-
-@dataclass(frozen=True)
-class BenchSection:
-    enabled: bool = True
-    """false: only the phase-diagram timing"""
-    models: tuple[str, ...] = ("mlp", "resnet20", "resnet9")
-    """models to time (jaxinit.models registry names)"""
-    members: tuple[int, ...] = (1, 4, 8, 16)
-    """member counts K, run in this order (a spent budget_s cuts the last ones)"""
-    strategies: tuple[str, ...] = STRATEGIES
-    """member strategies to time: sequential | vmap | chunked (sequential is every ratio's reference)"""
-    conv_impls: tuple[str, ...] = ("lax", "im2col")
-    """conv implementations, conv nets only: lax (the default, every ratio's reference) | im2col"""
-    chunk: int = 4
-    """members per vmap call of the chunked strategy"""
-    batch_size: int = 128
-    """MLP minibatch size"""
-    conv_batch_size: int = 128
-    """conv-net minibatch size"""
-    optimizer: str = "sgd"
-    """optimizer setting label (jaxinit.optim) of every member"""
-    mlp_width: int = 512
-    """MLP hidden width"""
-    mlp_depth: int = 4
-    """MLP hidden layers"""
-    mlp_input: int = 784
-    """MLP input dimension (784-512x4-10 as in MEASURED.md)"""
-    width_mult: float = 1.0
-    """conv-net channels x width_mult"""
-    model_width_mult: tuple[str, ...] = ()
-    """per-model name=value entries overriding width_mult (e.g. resnet9=0.125)"""
-    image_size: int = 32
-    """conv-net inputs are (image_size, image_size, 3)"""
-    steps: int = 2
-    """MLP train steps per timed epoch"""
-    conv_steps: int = 2
-    """conv-net train steps per timed epoch"""
-    repeats: int = 5
-    """timed epochs per variant (the median is reported)"""
-    max_epoch_s: float = 120.0
-    """skip a variant whose epoch, extrapolated from a smaller K, would take longer than this"""
-    budget_s: float = 0.0
-    """> 0: start no new (model, K) group after this many seconds (0 = no limit)"""
-    require_accelerator: bool = False
-    """refuse to start on a CPU (full-width presets would run for hours there)"""
-
-
-@dataclass(frozen=True)
-class PhaseSection:
-    enabled: bool = True
-    """time the vmapped theory phase diagram against the per-point numpy/scipy baseline"""
-    n_grid: int = 200
-    """grid points per axis of the jax phase diagram"""
-    depth: int = 100
-    """layers the diagram propagates through"""
-    baseline_points: int = 20
-    """points the per-point baseline times (extrapolated to the whole grid)"""
-    repeats: int = 3
-    """first calls of the jax diagram (caches cleared before each; the median is reported)"""
-
-
-@dataclass(frozen=True)
-class BenchmarkConfig:
-    bench: BenchSection = BenchSection()
-    """the training-step cases: models, member counts, strategies, sizes, repeats"""
-    phase: PhaseSection = PhaseSection()
-    """the phase-diagram timing"""
 
 
 # --------------------------------------------------------------------------- the machine
@@ -160,41 +95,6 @@ def _install_listener() -> None:
 class Variant(NamedTuple):
     conv_impl: str | None
     strategy: str
-
-
-def model_config(b: BenchSection, name: str, conv_impl: str | None) -> ModelConfig:
-    if name == "mlp":
-        return ModelConfig(name="mlp", width=b.mlp_width, depth=b.mlp_depth, batchnorm=True)
-    return ModelConfig(name=name, width_mult=width_mult(b, name), conv_impl=conv_impl, batchnorm=True)
-
-
-def width_mult(b: BenchSection, name: str) -> float:
-    """`bench.model_width_mult` entry of `name` if any, else `bench.width_mult`."""
-    return model_width_mults(b).get(name, b.width_mult)
-
-
-def model_width_mults(b: BenchSection) -> dict[str, float]:
-    out = {}
-    for entry in b.model_width_mult:
-        name, _, value = entry.partition("=")
-        try:
-            out[name.strip()] = float(value)
-        except ValueError:
-            raise ConfigError(f"--bench.model_width_mult: expected name=value entries, got {entry!r}") from None
-    return out
-
-
-def input_shape(b: BenchSection, name: str) -> tuple:
-    return (b.mlp_input,) if name == "mlp" else (b.image_size, b.image_size, 3)
-
-
-def batch_size(b: BenchSection, name: str) -> int:
-    return b.batch_size if name == "mlp" else b.conv_batch_size
-
-
-def steps(b: BenchSection, name: str) -> int:
-    return b.steps if name == "mlp" else b.conv_steps
-
 
 def synthetic_dataset(shape: tuple, n: int, seed: int = 0) -> Dataset:
     """Gaussian inputs and uniform labels on the device, in the `jaxinit.data.Dataset` form training uses."""
