@@ -157,6 +157,9 @@ class SweepConfig:
     """number of seeds (paired: one base draw and data order per seed)"""
     optimizers: tuple[str, ...] = ("sgd",)
     """optimizer setting labels: sgd momentum nesterov adam adamw muon sgd_l2"""
+    lr: tuple[float, ...] = ()
+    """learning rates swept for every setting (empty: each setting's own); a member per (setting, lr), labelled
+    setting@lr (e.g. sgd@0.1), all lrs of a setting in one compiled step"""
 
 
 # --------------------------------------------------------------------------- parsing (tyro)

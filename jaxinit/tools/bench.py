@@ -255,7 +255,7 @@ def step_flops(sweep, states) -> float | None:
             shape = len(chunk.members) if chunk.batched else 0
             if shape not in seen:
                 _, seeds = chunk_args(chunk)
-                perm = chunk.fns.perm(seeds, jnp.int32(0), int(sweep.ds.x_train.shape[0]))
+                perm = chunk.fns.order(seeds, jnp.int32(0), int(sweep.ds.x_train.shape[0]))
                 compiled = chunk.fns.step.lower(state, sweep.ds.x_train, sweep.ds.y_train, perm, jnp.int32(0),
                                                 seeds).compile()
                 seen[shape] = _flops(compiled.cost_analysis())

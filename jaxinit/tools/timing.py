@@ -199,7 +199,7 @@ def precompile(sweep: Any, precision: str | None = None, lax_map: bool = False) 
             seen.add(key)
             chunk.fns.init.lower(sweep.x_calib, sig, seeds).compile()
             state = jax.eval_shape(chunk.fns.init, sweep.x_calib, sig, seeds)
-            perm = chunk.fns.perm(seeds, np.int32(0), n)
+            perm = chunk.fns.order(seeds, np.int32(0), n)
             if lax_map:
                 k = len(chunks)
                 state = jax.tree.map(lambda x: jax.ShapeDtypeStruct((k, *x.shape), x.dtype, weak_type=x.weak_type),
@@ -226,7 +226,7 @@ def sweep_lanes(sweep: Any, states: dict, precision: str | None = None) -> tuple
     for label, chunks in sweep.groups.items():
         for chunk, state in zip(chunks, states[label]):
             _, seeds = chunk_args(chunk)
-            perm = chunk.fns.perm(seeds, np.int32(0), n)
+            perm = chunk.fns.order(seeds, np.int32(0), n)
             args = (state, sweep.ds.x_train, sweep.ds.y_train, perm, np.int32(0), seeds)
             compiled, info = compile_ahead(chunk.fns.step, args, precision)
             lanes.append(Lane(compiled, state, perm, seeds))
@@ -271,7 +271,7 @@ def lax_map_lane(sweep: Any, states: dict, precision: str | None = None) -> tupl
         raise ValueError("lax_map_lane needs a sweep of single-member chunks (strategy sequential)")
     n = int(sweep.ds.x_train.shape[0])
     seeds = jax.numpy.stack([chunk_args(c)[1] for c in chunks])
-    perms = jax.numpy.stack([c.fns.perm(chunk_args(c)[1], np.int32(0), n) for c in chunks])
+    perms = jax.numpy.stack([c.fns.order(chunk_args(c)[1], np.int32(0), n) for c in chunks])
     stacked = stack(sweep.groups, states)[label]
     step = mapped_step(chunks[0].fns.step)
     args = (stacked, sweep.ds.x_train, sweep.ds.y_train, perms, np.int32(0), seeds)
