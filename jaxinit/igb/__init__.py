@@ -9,7 +9,7 @@ Notebook API (everything runs in memory; nothing is written unless you ask):
     from jaxinit import igb
     res = igb.probe_init(igb.init_preset("smoke"))      # InitResult: .cases (arrays), .summary (dict)
     figs = igb.init_figures(res.cases)                  # {name: matplotlib Figure}, shown inline
-    run = igb.train_phases(igb.train_preset("smoke"))   # TrainResult: .results, .summary, .rows
+    run = igb.train_phases(igb.train_preset("smoke"))   # engine Result: .arrays, .summary, .rows
     figs = igb.train_figures(run.results, target_acc=0.85, absorbed_fmax=0.6)
     pd = igb.phase_diagrams(igb.phase_preset("smoke"))  # PhaseDiagramResult: .data, .timing
     figs = igb.panel_figures(pd.data, igb.phase_preset("smoke"))
@@ -36,7 +36,7 @@ from jaxinit.igb.phase_diagram import PhaseDiagramResult, panel_figures, phase_d
 from jaxinit.igb.plots_init import init_figures
 from jaxinit.igb.plots_train import train_figures
 from jaxinit.igb.study_init import InitResult, probe_init
-from jaxinit.igb.study_train import TrainResult, train_phases
+from jaxinit.igb.study_train import train_phases
 
 
 def init_preset(name: str = "cpu") -> IGBInitConfig:
@@ -62,5 +62,5 @@ def _preset(presets: dict, name: str):
 
 
 __all__ = ["probe_init", "train_phases", "phase_diagrams", "init_figures", "train_figures", "panel_figures",
-           "init_preset", "train_preset", "phase_preset", "InitResult", "TrainResult", "PhaseDiagramResult",
+           "init_preset", "train_preset", "phase_preset", "InitResult", "PhaseDiagramResult",
            "IGBInitConfig", "IGBTrainConfig", "PhaseDiagramConfig", "sink"]
