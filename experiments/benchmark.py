@@ -1,9 +1,9 @@
 """Member-strategy benchmark: members per second of the library's own train step, strategies side by side.
 
 For each model (MLP, CIFAR ResNet-20, ResNet-9), conv implementation (`lax`, `im2col`) and member count
-K, every member strategy of `jaxinit.forgetting.members` (sequential, vmap, chunked vmap) runs the study's
+K, every member strategy of `jaxinit.train.members` (sequential, vmap, chunked vmap) runs the study's
 own training path (`jaxinit.tools.bench`): the chunks `loop.build_sweep` makes, each with the jitted step
-of `step.compiled_fns`, `TrainState`s from `loop.init_states`, and `loop.train_epoch`, over a synthetic
+of `compiled.Compiler.fns`, `TrainState`s from `engine.init_states`, and `engine.train_epoch`, over a synthetic
 on-device dataset of the model's input shape. Variants of one (model, K) are timed interleaved (repeat r
 runs every variant once, in a rotated order), so their ratios share the machine's load; step times are
 medians over `bench.repeats`.

@@ -34,7 +34,8 @@ from jaxinit.forgetting.loop import check_setup
 
 
 def main(cfg: ClocksConfig, out: Path, resume: bool) -> None:
-    lines, verdicts = clock_run.run(cfg, out)
+    result = clock_run.run(cfg, out)
+    lines, verdicts = result.summary["lines"], result.summary["verdicts"]
     for ln in lines:
         sp = "-" if ln["spread_selected"] is None else f"{ln['spread_selected']:.1f}"
         cv = "-" if ln["clock_value"] is None else f"{ln['clock_value']:.3g}"

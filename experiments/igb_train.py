@@ -21,10 +21,9 @@ SGD and Adam): 24 min 04 s wall, 1,378 s CPU on the shared 2-core CPU (load 4-7)
 """
 from __future__ import annotations
 
-import time
 from pathlib import Path
 
-from jaxinit import cli, rundir
+from jaxinit import cli
 from jaxinit.igb import sink
 from jaxinit.igb.config_train import PRESETS, IGBTrainConfig, validate
 from jaxinit.igb.plots_train import plot_train_results as plot_all
@@ -32,15 +31,14 @@ from jaxinit.igb.study_train import check_setup as prepare, train_phases
 
 
 def main(cfg: IGBTrainConfig, out: Path, resume: bool) -> None:
-    """Train every run (each saved as it finishes), then metrics.jsonl, summary.json, run.json, figures."""
-    import jax
-    t0, cpu0 = time.time(), time.process_time()
-    result = train_phases(cfg, on_result=sink.announcing_saver(out), cached=sink.load_results(out) if resume else None)
-    rundir.Manifest(out).write_jsonl(out / "metrics.jsonl", result.rows)
-    rundir.Manifest(out).write_json(out / "summary.json", result.summary)
-    rundir.write_run_info(out, {"seconds_total": round(time.time() - t0, 1),
-                                        "cpu_seconds": round(time.process_time() - cpu0, 1),
-                                        "seconds_per_run": result.seconds, "platform": jax.default_backend()})
+    """Train every case on the engine (metrics.jsonl per evaluation, checkpoints, summary.json, run.json), then
+    results/<case>.npz and the figures."""
+    result = train_phases(cfg, out, resume=resume)
+    if result.summary is None:
+        return
+    save = sink.saver(out)
+    for name, arrays in result.arrays.items():
+        save(name, arrays)
     for name, run in result.summary["runs"].items():
         for row in run["phases"]:
             print(f"{name} lr={run['lr']:g} {row['phase']:>13} sw2={row['sigma_w2']:.3f}: fmax0 {row['fmax0_mean']:.2f}, "

@@ -45,7 +45,7 @@ ConvImpl = Literal["lax", "im2col"]                                   # jaxinit.
 Schedule = Literal["constant", "step", "cosine", "warmup_cosine"]     # jaxinit.optim.SCHEDULES
 MuonFirstLayer = Literal["adam", "muon"]                              # jaxinit.optim.MUON_FIRST_LAYER
 MuonAux = Literal["current", "reference"]                             # jaxinit.optim.MUON_AUX
-Strategy = Literal["auto", "vmap", "sequential", "chunked"]           # jaxinit.forgetting.members
+Strategy = Literal["auto", "vmap", "sequential", "chunked"]           # jaxinit.train.members
 Precision = Literal["float32", "tf32", "bf16"]                        # jaxinit.precision.PRECISIONS
 
 
@@ -84,8 +84,16 @@ class DataConfig:
     @property
     def binarize(self) -> bool:
         """Labels -> label % 2: never here; a study that binarises has a field of this name
-        (`jaxinit.igb.config_data.IGBDataConfig`), which `jaxinit.data.load_dataset` reads."""
+        (`IGBDataConfig`), which `jaxinit.data.load_dataset` reads."""
         return False
+
+
+@dataclass(frozen=True)
+class IGBDataConfig(DataConfig):
+    """The IGB studies' data: the shared fields plus what only they use (binarised labels); shown only in
+    their own --help."""
+    binarize: bool = True
+    """labels -> label % 2: the studies' two-class task (f_max, per-class metrics)"""
 
 
 @dataclass(frozen=True)
@@ -175,6 +183,9 @@ class SweepConfig:
     """number of seeds (paired: one base draw and data order per seed)"""
     optimizers: tuple[str, ...] = ("sgd",)
     """optimizer setting labels: sgd momentum nesterov adam adamw muon sgd_l2 (jaxinit.optim; an open set)"""
+    lr: tuple[float, ...] = ()
+    """learning rates swept for every setting (empty: each setting's own); a member per (setting, lr), labelled
+    setting@lr (e.g. sgd@0.1), all lrs of a setting in one compiled step"""
 
 
 # --------------------------------------------------------------------------- presets

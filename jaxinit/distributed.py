@@ -1,7 +1,7 @@
 """Several hosts: joining a multi-process run, gathering sharded results, one writer.
 
 A sweep runs the same program on every process (JAX's multi-controller model). The member axis is
-laid over a 1-D mesh named 'members' that spans the devices of *all* processes (`jaxinit.forgetting.members.member_mesh`),
+laid over a 1-D mesh named 'members' that spans the devices of *all* processes (`jaxinit.train.members.member_mesh`),
 so each host trains its own slice of the members. Three rules keep that correct:
 
 1. every process joins before any JAX computation (`initialize_from_env`, called by the CLI);

@@ -28,7 +28,7 @@ from jaxinit.files import safe_path
 RUN_FILES = frozenset({
     "config.json", "metrics.jsonl", "summary.json", "run.json", "figures", "checkpoints", "results",
     "clocks.jsonl", "points", "phase_diagram.npz", "timing.json", "benchmark.jsonl", "table.md", ".lock",
-    ".manifest.json", "fingerprint.json",
+    ".manifest.json", "fingerprint.json", "tensorboard",
 })
 LOCK = ".lock"
 MANIFEST = ".manifest.json"

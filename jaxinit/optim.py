@@ -118,6 +118,24 @@ class OptSetting:
     muon_aux: str = "current"       # muon: its auxiliary Adam's hyperparameters, a key of MUON_AUX
 
 
+class Hyper(NamedTuple):
+    """The hyperparameters of a setting that are traced per member (float32 scalars or arrays): a sweep
+    over them runs one compiled program. `structure` is the rest, the compile key."""
+    lr: Any
+    l2: Any
+    weight_decay: Any
+
+
+def hyper_of(s: OptSetting) -> Hyper:
+    return Hyper(s.lr, s.l2, s.weight_decay)
+
+
+def structure(s: OptSetting) -> OptSetting:
+    """``s`` without its traced values (`Hyper`) and label: settings that differ only there share one
+    compiled step. Whether L2 / weight decay is present at all stays (it adds a transform)."""
+    return dataclasses.replace(s, label="", lr=1.0, l2=float(s.l2 > 0), weight_decay=float(s.weight_decay > 0))
+
+
 # CPU-scale starting points (MEASURED.md); muon momentum 0.95 is Jordan et al.'s and is not taken
 # from opt.momentum (that one is the heavy-ball mu).
 SETTINGS: dict[str, OptSetting] = {s.label: s for s in (
@@ -331,26 +349,33 @@ def muon_labels(params: Any, input_shape: tuple | None = None, first_layer: str 
 
 
 # --------------------------------------------------------------------------- builder
-def make_optimizer(setting: OptSetting, steps_per_epoch: int, epochs: int,
-                   input_shape: tuple | None = None) -> tuple[optax.GradientTransformation, optax.Schedule]:
+def make_optimizer(setting: OptSetting, steps_per_epoch: int, epochs: int, input_shape: tuple | None = None,
+                   hyper: Hyper | None = None) -> tuple[optax.GradientTransformation, optax.Schedule]:
     """``(transform, schedule)``; call ``transform.update(grads, state, params)`` (params are needed for
-    L2 and weight decay), one member at a time (vmap it)."""
+    L2 and weight decay), one member at a time (vmap it).
+
+    ``hyper`` (`Hyper`, may be traced) replaces the setting's lr, l2 and weight decay values, the way
+    ``optax.inject_hyperparams`` would, without a state of its own: the transform is built inside the
+    member's jitted function, so its checkpointed state is that of the plain transform. The setting
+    (`structure`) decides only which transforms exist (a coupled L2 term where ``setting.l2 > 0``)."""
     check_setting(setting)
     if steps_per_epoch < 1 or epochs < 0:
         raise ConfigError(f"make_optimizer needs steps_per_epoch >= 1 and epochs >= 0, got {steps_per_epoch}, {epochs}")
-    schedule = make_schedule(setting.schedule, setting.lr, steps_per_epoch, epochs, setting.warmup_epochs)
-    coupled = [optax.add_decayed_weights(setting.l2)] if setting.l2 > 0 else []
+    hyper = hyper_of(setting) if hyper is None else hyper
+    schedule = make_schedule(setting.schedule, hyper.lr, steps_per_epoch, epochs, setting.warmup_epochs)
+    coupled = [optax.add_decayed_weights(hyper.l2)] if setting.l2 > 0 else []
     if setting.kind == "muon":
         aux = MUON_AUX[setting.muon_aux]
         adam_schedule = lambda count: aux.lr_ratio * schedule(count)
         aux_adam = optax.scale_by_adam(b1=_first(aux.b1, setting.b1), b2=_first(aux.b2, setting.b2),
                                        eps=_first(aux.eps, setting.eps))
-        core = [optax.partition({"muon": _finish(scale_by_muon(setting.momentum, setting.nesterov), setting, schedule),
-                                 "adam": _finish(aux_adam, setting, adam_schedule)},
+        core = [optax.partition({"muon": _finish(scale_by_muon(setting.momentum, setting.nesterov), setting, schedule,
+                                                 hyper.weight_decay),
+                                 "adam": _finish(aux_adam, setting, adam_schedule, hyper.weight_decay)},
                                 functools.partial(muon_labels, input_shape=input_shape,
                                                   first_layer=setting.muon_first_layer))]
     else:
-        core = [_finish(_direction(setting.kind, setting), setting, schedule)]
+        core = [_finish(_direction(setting.kind, setting), setting, schedule, hyper.weight_decay)]
     return optax.chain(*coupled, *core), schedule
 
 
@@ -362,13 +387,13 @@ def _direction(kind: str, s: OptSetting) -> optax.GradientTransformation:
     return optax.scale_by_adam(b1=s.b1, b2=s.b2, eps=s.eps)      # adam, adamw
 
 
-def _finish(direction, s: OptSetting, schedule: Callable) -> optax.GradientTransformation:
+def _finish(direction, s: OptSetting, schedule: Callable, weight_decay) -> optax.GradientTransformation:
     """direction -> (+ wd w, decoupled) -> x (-eta_t)."""
-    decoupled = [optax.add_decayed_weights(s.weight_decay)] if s.weight_decay > 0 else []
+    decoupled = [optax.add_decayed_weights(weight_decay)] if s.weight_decay > 0 else []
     return optax.chain(direction, *decoupled, optax.scale_by_learning_rate(schedule))
 
 
-__all__ = ["OptSetting", "SETTINGS", "KINDS", "SCHEDULES", "resolve_setting", "check_setting",
+__all__ = ["OptSetting", "Hyper", "hyper_of", "structure", "SETTINGS", "KINDS", "SCHEDULES", "resolve_setting", "check_setting",
            "make_schedule", "make_optimizer", "scale_by_muon", "newton_schulz", "orthogonalize_kernel",
            "muon_labels", "reads_input", "MUON_ADAM_LR_RATIO", "MUON_AUX", "MuonAux", "check_muon_aux",
            "HEAVY_BALL_KINDS"]

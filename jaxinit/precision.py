@@ -15,7 +15,7 @@
   (``force_float32_reductions``), so the running statistics keep their float32 dtype. bfloat16 keeps
   float32's exponent range, so no loss scaling is needed (the same paper; Kalamkar et al. 2019).
 
-The choice is part of the compile cache key of `jaxinit.forgetting.step.compiled_fns` and is recorded in
+The choice is part of the compile cache key of `jaxinit.train.compiled.Compiler` and is recorded in
 run.json (`record`).
 """
 from __future__ import annotations

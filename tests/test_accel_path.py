@@ -17,7 +17,9 @@ import pytest
 from experiments import forgetting as F
 from jaxinit import checkpoint, forgetting, interrupt, precision, progress
 from jaxinit.config import ConfigError, DataConfig, ModelConfig, OptConfig, SweepConfig, TrainConfig
-from jaxinit.forgetting import evaluate, loop
+from jaxinit.forgetting import loop
+from jaxinit.train import engine, evaluate
+from jaxinit.train.step import StepData
 from stops import interrupt_after
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -57,10 +59,10 @@ def test_bf16_computes_in_bfloat16_keeps_float32_state_and_is_recorded(tmp_path)
     assert dtypes == {np.dtype("float32")}                             # parameters, statistics, optimizer
     assert all(np.isfinite(r["train_loss"]) for r in res.rows) and max(r["step"] for r in res.rows) == 8
     chunk = res.sweep.groups["sgd"][0]
-    st = loop.init_states(res.sweep)["sgd"][0]
-    perm = chunk.fns.perm(loop.chunk_args(chunk)[1], np.int32(1), 256)
-    text = chunk.fns.step.lower(st, res.sweep.ds.x_train, res.sweep.ds.y_train, perm, np.int32(0),
-                                loop.chunk_args(chunk)[1]).as_text()
+    st = engine.init_states(res.sweep)["sgd"][0]
+    perm = chunk.fns.order(chunk.args.seed, np.int32(1), 256)
+    text = chunk.fns.step.lower(st, chunk.args, perm, StepData(res.sweep.ds.x_train, res.sweep.ds.y_train,
+                                                                np.int32(0))).as_text()
     assert "bf16" in text                                               # the forward pass runs in bfloat16
 
 
@@ -75,11 +77,14 @@ def test_tf32_is_accepted_on_cpu_recorded_and_changes_nothing_there(tmp_path):
 
 
 def test_the_precision_is_part_of_the_compile_cache_key():
-    sweep = {p: loop.build_sweep(_train(TINY, precision=p)) for p in precision.PRECISIONS}
-    steps = {p: s.groups["sgd"][0].fns.step for p, s in sweep.items()}
-    evals = {p: s.groups["sgd"][0].fns.eval for p, s in sweep.items()}
-    assert len({id(f) for f in steps.values()}) == 3 and len({id(f) for f in evals.values()}) == 3
-    assert loop.build_sweep(TINY).groups["sgd"][0].fns.step is steps["float32"]
+    sweep = loop.build_sweep(TINY)
+    shape = tuple(sweep.ds.input_shape)
+    key, model = loop.resolve_model(TINY, shape, int(sweep.ds.n_classes))
+    make = lambda p: sweep.compiler.fns(key, model, shape, sweep.settings["sgd"], sweep.steps_per_epoch, 3, 64, False,
+                                        True, p)
+    fns = {p: make(p) for p in precision.PRECISIONS}
+    assert len({id(f.step) for f in fns.values()}) == 3 and len({id(f.eval) for f in fns.values()}) == 3
+    assert make("float32") is fns["float32"]
 
 
 def test_runs_made_before_the_new_fields_keep_their_fingerprint():
@@ -107,13 +112,13 @@ def test_run_json_survives_a_stop_after_the_first_epoch(tmp_path, monkeypatch):
 
 
 def test_run_json_is_written_after_every_epoch_before_a_kill(tmp_path, monkeypatch):
-    original = loop.train_epoch
+    original = engine.train_epoch
 
     def killed_in_epoch_3(sweep, states, epoch, first_step=0):
         if epoch == 3:
             raise SystemExit("killed")      # nothing of the run answers this: what is on disk stays
         return original(sweep, states, epoch, first_step)
-    monkeypatch.setattr(loop, "train_epoch", killed_in_epoch_3)
+    monkeypatch.setattr(engine, "train_epoch", killed_in_epoch_3)
     with pytest.raises(SystemExit):
         forgetting.fit(TINY, tmp_path / "k")
     info = _run_json(tmp_path / "k")
@@ -277,7 +282,7 @@ def test_training_in_memory_needs_none_of_the_optional_packages():
                       train=replace(cfg.train, checkpoint_every=0, precision="bf16"))
         forgetting.validate(cfg)
         res = forgetting.fit(cfg)
-        import jaxinit.checkpoint, jaxinit.forgetting.sink      # importable; orbax only when saving
+        import jaxinit.checkpoint, jaxinit.train.sink      # importable; orbax only when saving
         loaded = sorted(m for m in sys.modules if m.split(".")[0] in BLOCKED)
         print("members", len(res.summary["members"]), "loaded", loaded)
     """)

@@ -11,7 +11,7 @@ import jax
 import pytest
 
 from experiments import benchmark
-from jaxinit.forgetting.members import default_strategy
+from jaxinit.train.members import default_strategy
 from jaxinit.tools import bench, machine
 from jaxinit.tools.bench import Variant
 

@@ -114,7 +114,7 @@ def test_collapse_tests_skip_groups_with_one_point_and_table_rows_are_flat():
 
 
 def test_add_update_sizes_sums_the_rms_and_mean_square_of_each_applied_update():
-    from jaxinit.forgetting.step import add_update_sizes
+    from jaxinit.train.step import add_update_sizes
     old = {"k": jnp.zeros((2, 2)), "b": jnp.zeros((3,))}
     new = {"k": jnp.array([[3.0, 0.0], [0.0, 4.0]]), "b": jnp.ones((3,))}
     zeros = {"k": jnp.float32(0), "b": jnp.float32(0)}

@@ -92,7 +92,7 @@ def test_explicit_sizes_and_nesting():
 
 def test_binarize_is_label_mod_two():
     full = data.load_dataset(DataConfig(name="digits"))
-    from jaxinit.igb.config_data import IGBDataConfig
+    from jaxinit.config import IGBDataConfig
     binary = data.load_dataset(IGBDataConfig(name="digits"))
     assert binary.n_classes == 2
     np.testing.assert_array_equal(binary.y_train, full.y_train % 2)

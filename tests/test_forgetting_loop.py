@@ -10,10 +10,11 @@ import jax.numpy as jnp
 import numpy as np
 import pytest
 
+from jaxinit.train import engine
 from jaxinit import forgetting, interrupt
 from jaxinit.config import ConfigError, DataConfig, ModelConfig, OptConfig, SweepConfig, TrainConfig
 from jaxinit.forgetting import loop
-from jaxinit.forgetting import members as M
+from jaxinit.train import members as M
 from stops import interrupt_after
 
 SMOKE = forgetting.preset("smoke")
@@ -43,7 +44,7 @@ def test_a_users_flax_module_is_swept_over_sigma_w(tmp_path, monkeypatch):
     monkeypatch.chdir(tmp_path)
     cfg = replace(SMOKE, sweep=replace(SMOKE.sweep, optimizers=("sgd",)))
     sweep = loop.build_sweep(cfg, model=Tiny())
-    init = jax.device_get(M.stack(sweep.groups, loop.init_states(sweep)))["sgd"].params
+    init = jax.device_get(M.stack(sweep.groups, engine.init_states(sweep)))["sgd"].params
     np.testing.assert_allclose(init["Dense_0"]["kernel"][1], 4.0 * init["Dense_0"]["kernel"][0], rtol=1e-6)
     assert np.all(init["Dense_0"]["bias"] == 0)
     res = forgetting.fit(cfg, model=Tiny())
@@ -55,7 +56,7 @@ def test_epoch0_evaluates_the_network_training_starts_from():
     cfg = replace(SMOKE, sweep=SweepConfig(sigma_w=(2.5,), seeds=1, optimizers=("sgd",)),
                   model=ModelConfig(name="mlp", width=64, depth=3), data=replace(SMOKE.data, name="mnist1d", n_train=0))
     sweep = loop.build_sweep(cfg)
-    state = loop.init_states(sweep)["sgd"][0]
+    state = engine.init_states(sweep)["sgd"][0]
     model = loop.resolve_model(cfg, tuple(sweep.ds.input_shape), 10)[1]
     params, raw_state = model.init(jax.random.split(jax.random.key(0), 3)[0], jnp.float32(2.5))
     x, y = sweep.ds.x_val, sweep.ds.y_val

@@ -9,9 +9,10 @@ import typing
 import pytest
 
 from jaxinit.config import ConfigError, apply_overrides, from_dict, to_dict
-from jaxinit.igb import config_data, config_init, config_phase, config_train
+from jaxinit import config as config_data
+from jaxinit.igb import config_init, config_phase, config_train
 
-MODULES = (config_init, config_phase, config_train, config_data)
+MODULES = (config_init, config_phase, config_train)
 SIMPLE = (int, float, str, bool)
 
 

@@ -146,15 +146,16 @@ def test_summary_json_is_byte_identical_to_the_old_sanitiser(monkeypatch):
     args = (None, np.full(40, 0.1), 16, {i: 0.0 for i in range(12)})
     new = json.dumps(memory.summarize(_rows(), *args), indent=2, sort_keys=True, allow_nan=False)
     monkeypatch.setattr(history, "to_json", _old_to_jsonable)         # member_summary's
-    monkeypatch.setattr(memory, "to_jsonable", _old_to_jsonable)      # summarize's
+    monkeypatch.setattr(memory, "to_json", _old_to_jsonable)          # summarize's
     old = json.dumps(memory.summarize(_rows(), *args), indent=2, sort_keys=True, allow_nan=False)
     assert new == old and '"diverged": true' in new
 
 
-def test_the_old_names_are_the_new_functions():
+def test_one_sanitiser_and_one_interval_remain():
     from jaxinit.forgetting import stats
     from jaxinit.igb import sink
-    assert history.to_jsonable is memory.to_jsonable is sink.json_safe is jsonsafe.to_json
+    assert history.to_json is memory.to_json is jsonsafe.to_json
+    assert not hasattr(history, "to_jsonable") and not hasattr(sink, "json_safe")   # the old names are gone
     assert stats.t_interval is intervals.t_interval and stats.CI_LEVEL == intervals.LEVEL == 0.95
 
 

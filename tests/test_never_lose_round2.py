@@ -295,7 +295,8 @@ def _signal_from(monkeypatch, owner, name):
 
 @pytest.mark.parametrize("phase", ["set-up", "end of training", "figures"])
 def test_sigterm_in_any_phase_stops_with_143_and_one_line(run_copy, capsys, monkeypatch, phase):
-    from jaxinit.forgetting import plotting, sink
+    from jaxinit.forgetting import plotting
+    from jaxinit.train import sink
     owner, name = {"set-up": (loop, "build_sweep"), "end of training": (sink.RunFiles, "finish"),
                    "figures": (plotting, "make_all")}[phase]
     _signal_from(monkeypatch, owner, name)

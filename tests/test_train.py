@@ -6,11 +6,12 @@ import jax.numpy as jnp
 import numpy as np
 import pytest
 
+from jaxinit.train import engine
 from jaxinit.config import DataConfig, ModelConfig, OptConfig, SweepConfig, TrainConfig
 from jaxinit.forgetting import ForgettingConfig
-from jaxinit.forgetting import evaluate as E
+from jaxinit.train import evaluate as E
 from jaxinit.forgetting import loop
-from jaxinit.forgetting import members as M
+from jaxinit.train import members as M
 
 TINY = ForgettingConfig(
     data=DataConfig(name="gaussian", n_samples=600, dim=32, n_train=256, n_val=128),
@@ -23,9 +24,9 @@ TINY = ForgettingConfig(
 
 def _train(cfg, epochs=1):
     sweep = loop.build_sweep(cfg)
-    states = loop.init_states(sweep)
+    states = engine.init_states(sweep)
     for epoch in range(1, epochs + 1):
-        states, done = loop.train_epoch(sweep, states, epoch)
+        states, done = engine.train_epoch(sweep, states, epoch)
         assert done == sweep.steps_per_epoch
     return sweep, jax.device_get(M.stack(sweep.groups, states))
 
@@ -70,15 +71,15 @@ def test_every_strategy_gives_the_same_numbers(strategy, chunk, vmap_reference):
 def test_no_recompilation_when_sigma_w_or_seed_change():
     cfg = replace(TINY, sweep=replace(TINY.sweep, optimizers=("sgd",)), train=replace(TINY.train, strategy="vmap"))
     sweep, _ = _train(cfg)
-    fns = sweep.groups["sgd"][0].fns
-    sizes = (fns.init._cache_size(), fns.step._cache_size())   # other tests may share the cache
-    assert sizes[0] >= 1 and sizes[1] >= 1
-    sweep2, _ = _train(replace(cfg, sweep=replace(cfg.sweep, sigma_w=(0.3, 0.9, 4.0))))
-    assert sweep2.groups["sgd"][0].fns is fns          # same compiled functions, reused
-    fns.init(sweep.x_calib, jnp.asarray([0.2] * 6, jnp.float32), jnp.asarray([7, 8, 9, 10, 11, 12], jnp.uint32))
-    assert (fns.init._cache_size(), fns.step._cache_size()) == sizes
-    fns.init(sweep.x_calib, jnp.asarray([0.2] * 5, jnp.float32), jnp.asarray([7, 8, 9, 10, 11], jnp.uint32))
-    assert fns.init._cache_size() == sizes[0] + 1      # the counter does see a new shape
+    fns, traces = sweep.groups["sgd"][0].fns, sweep.compiler.traces
+    assert traces["init"] == 1 and traces["step"] == 1
+    other = M.member_args([M.Member(i, "sgd", 0.2 + i, 7 + i) for i in range(6)], sweep.settings["sgd"], True)
+    fns.init(other, sweep.x_calib)
+    assert traces["init"] == 1                         # new scales and seeds: data, not a new program
+    fewer = M.member_args([M.Member(i, "sgd", 0.2, 7 + i) for i in range(5)], sweep.settings["sgd"], True)
+    fns.init(fewer, sweep.x_calib)
+    assert traces["init"] == 2                         # the counter does see a new shape
+    assert loop.build_sweep(cfg).compiler is not sweep.compiler   # each sweep owns its compiled functions
 
 
 def test_settings_share_the_setting_free_compiled_functions():
@@ -87,9 +88,9 @@ def test_settings_share_the_setting_free_compiled_functions():
     cfg = replace(TINY, train=replace(TINY.train, strategy="vmap"))
     sweep = loop.build_sweep(cfg)
     sgd, adam = sweep.groups["sgd"][0].fns, sweep.groups["adam"][0].fns
-    assert sgd.eval is adam.eval and sgd.norms is adam.norms and sgd.perm is adam.perm
+    assert sgd.eval is adam.eval and sgd.norms is adam.norms and sgd.order is adam.order
     assert sgd.step is not adam.step and sgd.init is not adam.init
-    states = loop.init_states(sweep)
+    states = engine.init_states(sweep)
     E.evaluate_all(sweep.groups, states, E.eval_splits(sweep.ds, 200), 0)
     before = sgd.eval._cache_size()
     E.evaluate_all(sweep.groups, states, E.eval_splits(sweep.ds, 200), 0)
@@ -102,7 +103,7 @@ def test_diverging_member_is_flagged_frozen_and_others_identical():
     sweep, st = _train(base, epochs=2)
     assert bool(st["sgd"].diverged[1]) and int(st["sgd"].diverged_step[1]) == 0 and int(st["sgd"].step[1]) == 0
     assert not bool(st["sgd"].diverged[0]) and int(st["sgd"].step[0]) == 8
-    init = jax.device_get(M.stack(sweep.groups, loop.init_states(sweep)))
+    init = jax.device_get(M.stack(sweep.groups, engine.init_states(sweep)))
     for a, b in zip(jax.tree.leaves(st["sgd"].params), jax.tree.leaves(init["sgd"].params)):
         np.testing.assert_array_equal(a[1], b[1])             # frozen at its last finite state
     _, alone = _train(replace(base, sweep=replace(base.sweep, sigma_w=(1.0,))), epochs=2)
@@ -115,7 +116,7 @@ def test_diverging_member_is_flagged_frozen_and_others_identical():
 def test_members_are_paired_across_scales():
     cfg = replace(TINY, model=replace(TINY.model, batchnorm=False), sweep=replace(TINY.sweep, optimizers=("sgd",)))
     sweep = loop.build_sweep(cfg)
-    st = jax.device_get(M.stack(sweep.groups, loop.init_states(sweep)))
+    st = jax.device_get(M.stack(sweep.groups, engine.init_states(sweep)))
     k = st["sgd"].params
     kernels = [x for path, x in jax.tree_util.tree_flatten_with_path(k)[0] if "kernel" in jax.tree_util.keystr(path)]
     assert kernels
@@ -124,7 +125,7 @@ def test_members_are_paired_across_scales():
         np.testing.assert_allclose(w[2], 5.0 * w[0], rtol=1e-5, atol=1e-7)
         assert not np.allclose(w[3], w[0])              # another seed is another draw
     fns = sweep.groups["sgd"][0].fns
-    perms = np.asarray(fns.perm(jnp.asarray([0, 0, 1], jnp.uint32), jnp.int32(3), 256))
+    perms = np.asarray(fns.order(jnp.asarray([0, 0, 1], jnp.uint32), jnp.int32(3), 256))
     assert (perms[0] == perms[1]).all() and not (perms[0] == perms[2]).all()
     assert sorted(perms[0].tolist()) == list(range(256))
 

@@ -12,6 +12,7 @@ from pathlib import Path
 
 from jaxinit.config import ConfigError
 from jaxinit.forgetting import clock_test
+from jaxinit.jsonsafe import to_json
 from jaxinit.forgetting.clocks import ClocksConfig, Point, _median, line, point_config, points, verdicts
 
 
@@ -42,16 +43,20 @@ def with_mechanism(ln: dict, summary: dict, n_kernel: int) -> dict:
             "growth_aligned": math.sqrt(n_kernel) * t_adapt if t_adapt is not None else None}
 
 
-def run_point(cfg: ClocksConfig, p: Point, out, progress: bool = True) -> tuple[dict, list[dict]]:
-    """Train one point into ``out/points/<name>`` (continuing it if it is there); return its line and its
-    horizon entries (`clock_test.point_entries`, also written to the point's horizons.json). The point
-    is recorded in ``out``'s manifest as a sub-run (kind ``run``) before it is created."""
+def run_point(cfg: ClocksConfig, p: Point, out=None, progress: bool = True) -> tuple[dict, list[dict]]:
+    """Train one point (in memory, or into ``out/points/<name>``, continuing it if it is there); return its
+    line and its horizon entries (`clock_test.point_entries`, also written to the point's horizons.json).
+    The point is recorded in ``out``'s manifest as a sub-run (kind ``run``) before it is created."""
     from jaxinit import rundir
     from jaxinit.config import to_dict
     from jaxinit.forgetting.loop import fit
+    if out is None:
+        res = fit(point_config(cfg, p), progress=progress)
+        return (with_mechanism(line(p, res.summary, cfg.analysis.selection), res.summary, kernel_weights(res)),
+                horizon_entries(point_config(cfg, p), res))
     d = Path(out) / "points" / p.name
     pcfg = point_config(cfg, p)
-    if d.exists() and (d / "config.json").exists() and rundir.read_saved_config(d) != _json(to_dict(pcfg)):
+    if d.exists() and (d / "config.json").exists() and rundir.read_saved_config(d) != to_json(to_dict(pcfg)):
         raise ConfigError(f"{d} holds a point of another config; rerun with --overwrite")
     rundir.Manifest(out).record(d, "run")
     resume = (d / "metrics.jsonl").exists() or (d / "checkpoints").exists()
@@ -66,33 +71,35 @@ def run_point(cfg: ClocksConfig, p: Point, out, progress: bool = True) -> tuple[
 def horizon_entries(pcfg, res) -> list[dict]:
     """The point's spreads at every horizon of `clock_test.horizons`, with the clocks reached by then
     (its own step sizes, batch size, L2 and momentum, as `loop.summarize` takes them)."""
-    from jaxinit.forgetting.history import to_jsonable
     from jaxinit.forgetting.loop import clock_args
     etas, l2, mu = clock_args(res.sweep, res.rows)
-    return to_jsonable(clock_test.point_entries(res.rows, etas, pcfg.train.batch_size, l2, mu,
+    return to_json(clock_test.point_entries(res.rows, etas, pcfg.train.batch_size, l2, mu,
                                                 pcfg.train.epochs, pcfg.train.eval_every))
 
 
-def _json(x):
-    import json
-    return json.loads(json.dumps(x))
-
-
-def run(cfg: ClocksConfig, out, progress: bool = True) -> tuple[list[dict], dict]:
-    """Every point (in order), then clocks.jsonl, horizons.jsonl, summary.json (lines, verdicts and the
-    clock test `collapse_test`) and the figures. Returns (lines, verdicts with "collapse_test")."""
+def run(cfg: ClocksConfig, out=None, progress: bool = True):
+    """Every point (in order), in memory or, given ``out``, into it with clocks.jsonl, horizons.jsonl,
+    summary.json (lines, verdicts and the clock test `collapse_test`) and the figures. Returns the
+    experiments' `jaxinit.train.engine.Result`: ``summary`` {"lines", "verdicts" (with "collapse_test")},
+    ``rows`` the lines, ``arrays`` the horizon entries per point, ``timing`` the seconds."""
+    import time
     from jaxinit import files, interrupt, rundir
     from jaxinit.forgetting import clock_plots
+    from jaxinit.train.engine import Result
+    t0 = time.perf_counter()
     lines, entries = [], {}
     for i, p in enumerate(points(cfg)):
         interrupt.check()
         print(f"[{i + 1}/{len(points(cfg))}] {p.name}", flush=True)
         ln, entries[p.name] = run_point(cfg, p, out, progress)
         lines.append(ln)
-    out = Path(out)
     families = {p.name: p.family for p in points(cfg)}
     groups = clock_test.curves(entries, families, cfg.analysis.selection)
     v = {**verdicts(lines), "collapse_test": clock_test.collapse_tests(groups)}
+    result = Result({"lines": lines, "verdicts": v}, lines, {"total_s": time.perf_counter() - t0}, arrays=entries)
+    if out is None:
+        return result
+    out = Path(out)
     run_files = rundir.Manifest(out)
     run_files.write_jsonl(out / "clocks.jsonl", lines)
     run_files.write_jsonl(out / "horizons.jsonl", clock_test.table_rows(entries, cfg.analysis.selection))
@@ -102,5 +109,5 @@ def run(cfg: ClocksConfig, out, progress: bool = True) -> tuple[list[dict], dict
         figs.append(clock_plots.plot_collapse(c["runs"], c["names"], v["collapse_test"][group],
                                               out / "figures" / f"collapse_{group}.png"))
     rundir.record_written(out, figs)
-    run_files.write_json(out / "summary.json", {"lines": lines, "verdicts": v})
-    return lines, v
+    run_files.write_json(out / "summary.json", result.summary)
+    return result

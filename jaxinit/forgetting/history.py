@@ -17,8 +17,6 @@ import numpy as np
 from jaxinit.jsonsafe import finite_or_none, to_json
 from jaxinit.runs import read_jsonl
 
-# (Older name, until memory.py, horizon.py and clock_run.py import `jaxinit.jsonsafe.to_json`.)
-to_jsonable = to_json
 
 INTERP_THRESHOLD = 0.995
 # Accuracies are float32 on the device; averaged over batches, an exact 99.5 % can arrive as

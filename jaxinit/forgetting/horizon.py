@@ -19,6 +19,7 @@ from typing import Any, Mapping, Sequence
 
 import numpy as np
 
+from jaxinit.jsonsafe import to_json
 from jaxinit.forgetting import memory, nulls, stats
 from jaxinit.forgetting.history import by_epoch, rows_by_member
 
@@ -165,7 +166,7 @@ def clock_collapse(runs: Sequence[Mapping[str, Any]], clocks: Sequence[str] = ("
     best = min(finite, key=finite.get) if finite else None
     diff = {c: finite[c] - finite[best] for c in finite if c != best} if best else {}
     diff_ci = {c: interval(boot[c] - boot[best], diff[c]) for c in diff}
-    return memory.to_jsonable({
+    return to_json({
         "clocks": {c: {"residual_var_pp2": point[c],
                        "ci95": interval(boot[c], point[c]),
                        "unexplained": point[c] / var_y if var_y else None} for c in clocks},

@@ -47,19 +47,20 @@ import numpy as np
 from jaxinit.config import ConfigError
 from jaxinit.forgetting import nulls, stats
 from jaxinit.forgetting.tables import markdown_table
+from jaxinit.jsonsafe import to_json
 from jaxinit.forgetting.history import (CLOCKS, INTERP_THRESHOLD, MEASURED_CLOCKS, PROGRESS_THRESHOLDS,
                                         after_divergence, as_float, at_train_acc, best_epoch,
                                         best_epoch_interpolated, by_epoch, clocks, clocks_at_step,
                                         diverged_step, kernel_norm, measured_clocks, member_summary,
                                         progress_key, read_metrics, repair_gap, row_at, rows_by_member,
-                                        tau_interp, to_jsonable)
+                                        tau_interp)
 
 __all__ = ["CLOCKS", "INTERP_THRESHOLD", "MEASURED_CLOCKS", "PROGRESS_THRESHOLDS", "SELECTION_RULES", "acc_curve",
            "after_divergence", "at_train_acc", "best_epoch", "best_epoch_interpolated", "by_epoch",
            "check_selection", "clocks", "clocks_at_step", "diverged_step", "drop_reason", "kernel_norm",
            "markdown_table", "measured_clocks", "member_summary", "norm_coupling", "progress_key",
            "read_metrics", "repair_gap", "row_at", "rows_by_member", "selection_keys", "setting_labels",
-           "spread", "spread_at_train_acc", "summarize", "tau_interp", "to_jsonable"]
+           "spread", "spread_at_train_acc", "summarize", "tau_interp"]
 
 # Selection rule -> the key of `summary["spread"][label]` that holds its spread.
 SELECTION_RULES = {"best_val": "spread_pp", "best_val_interpolated": "spread_pp_interpolated",
@@ -337,7 +338,7 @@ def spread(members: Sequence[Mapping[str, Any]], label: str) -> dict[str, Any]:
         "clocks_at_best": _median_clocks(usable, "clocks_at_best"),
         "clocks_at_best_interpolated": _median_clocks(usable, "clocks_at_best_interpolated"),
     })
-    return to_jsonable(out)
+    return to_json(out)
 
 
 def setting_labels(members: Sequence[Mapping[str, Any]]) -> list[str]:
@@ -374,5 +375,5 @@ def summarize(rows: Sequence[Mapping[str, Any]], members_info: Sequence[Mapping[
                                       _per_member(l2_by_member, member, 0.0),
                                       _per_member(momentum_by_member, member, 0.0) or 0.0))
     members.sort(key=lambda m: m["member"])
-    return to_jsonable({"members": members,
+    return to_json({"members": members,
                         "spread": {lab: spread(members, lab) for lab in setting_labels(members)}})

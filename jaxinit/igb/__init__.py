@@ -9,7 +9,7 @@ Notebook API (everything runs in memory; nothing is written unless you ask):
     from jaxinit import igb
     res = igb.probe_init(igb.init_preset("smoke"))      # InitResult: .cases (arrays), .summary (dict)
     figs = igb.init_figures(res.cases)                  # {name: matplotlib Figure}, shown inline
-    run = igb.train_phases(igb.train_preset("smoke"))   # TrainResult: .results, .summary, .rows
+    run = igb.train_phases(igb.train_preset("smoke"))   # engine Result: .arrays, .summary, .rows
     figs = igb.train_figures(run.results, target_acc=0.85, absorbed_fmax=0.6)
     pd = igb.phase_diagrams(igb.phase_preset("smoke"))  # PhaseDiagramResult: .data, .timing
     figs = igb.panel_figures(pd.data, igb.phase_preset("smoke"))
@@ -25,13 +25,13 @@ Modules: `nets` (a module + its parameter template; draw, scale, forward, backpr
 `phases` (phase points from the theory's solvers), `train` (member-parallel training),
 `study_train` (`train_phases`: learning-rate sweep at the EOC, then every phase), `summary_train`,
 `phase_diagram` (theory diagrams, timing), `plots_init` / `plots_train` (figures), `sink` (the file sink),
-`config_init` / `config_train` / `config_phase` (configs and presets), `config_data` (`IGBDataConfig`:
-binarised labels).
+`config_init` / `config_train` / `config_phase` (configs and presets; the data config with binarised
+labels is `jaxinit.config.IGBDataConfig`).
 """
 from __future__ import annotations
 
 from jaxinit.igb import config_init, config_phase, config_train, sink
-from jaxinit.igb.config_data import IGBDataConfig
+from jaxinit.config import IGBDataConfig
 from jaxinit.igb.config_init import IGBInitConfig
 from jaxinit.igb.config_phase import PhaseDiagramConfig
 from jaxinit.igb.config_train import IGBTrainConfig
@@ -39,7 +39,7 @@ from jaxinit.igb.phase_diagram import PhaseDiagramResult, panel_figures, phase_d
 from jaxinit.igb.plots_init import init_figures
 from jaxinit.igb.plots_train import train_figures
 from jaxinit.igb.study_init import InitResult, probe_init
-from jaxinit.igb.study_train import TrainResult, train_phases
+from jaxinit.igb.study_train import train_phases
 
 
 def init_preset(name: str = "cpu") -> IGBInitConfig:
@@ -58,5 +58,5 @@ def phase_preset(name: str = "cpu") -> PhaseDiagramConfig:
 
 
 __all__ = ["probe_init", "train_phases", "phase_diagrams", "init_figures", "train_figures", "panel_figures",
-           "init_preset", "train_preset", "phase_preset", "InitResult", "TrainResult", "PhaseDiagramResult",
+           "init_preset", "train_preset", "phase_preset", "InitResult", "PhaseDiagramResult",
            "IGBInitConfig", "IGBTrainConfig", "PhaseDiagramConfig", "IGBDataConfig", "sink"]

@@ -13,7 +13,7 @@ from typing import Literal
 
 from jaxinit.config import (Activation, ConfigError, Preset, Presets, check_distinct_float32, check_float32,
                             check_values)
-from jaxinit.igb.config_data import IGBDataConfig
+from jaxinit.config import IGBDataConfig
 
 Input = Literal["gaussian", "digits", "mnist", "fashion_mnist", "cifar10"]
 Probed = Literal["mlp", "resmlp", "vit", "vit_nores", "cnn_max", "cnn_avg"]

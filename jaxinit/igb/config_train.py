@@ -14,7 +14,7 @@ from dataclasses import dataclass
 from typing import Literal
 
 from jaxinit.config import ConfigError, Preset, Presets, check_distinct_float32, check_float32, check_values
-from jaxinit.igb.config_data import IGBDataConfig
+from jaxinit.config import IGBDataConfig
 
 Act = Literal["tanh", "relu"]
 Optimizer = Literal["sgd", "momentum", "adam"]
@@ -99,7 +99,13 @@ class TrainLoopConfig:
     absorbed_fmax: float = 0.6
     """absorption time = first evaluated step with test f_max <= absorbed_fmax (binary: chance is 0.5)"""
     seed: int = 0
-    """root key of draws and data order"""
+    """root key of the batches (every case and member sees the same ones; draws come from each member's seed)"""
+    checkpoint_every: int = 50
+    """steps between checkpoints of the run directory (0 = never): a killed run resumes from the newest"""
+    strategy: Literal["vmap", "sequential", "chunked"] = "vmap"
+    """how a case's members run (jaxinit.train.members): one vmap per case (default), a loop, or chunks"""
+    chunk: int = 4
+    """members per vmap chunk when strategy = chunked"""
     phase_res: int = 60
     """theory phase diagram resolution per axis (overlay figure)"""
 

@@ -18,7 +18,6 @@ from jaxinit.rundir import Manifest
 from jaxinit.runs import RESULTS, load_results  # noqa: F401  (sink.load_results: the experiments' --resume)
 
 # (Older name, until study_init.py imports `jaxinit.jsonsafe.to_json`.)
-json_safe = to_json
 
 
 def results_dir(out: Path) -> Path:

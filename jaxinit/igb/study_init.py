@@ -17,6 +17,7 @@ from typing import Callable
 import jax
 import numpy as np
 
+from jaxinit.jsonsafe import to_json
 from jaxinit.config import ConfigError
 from jaxinit.igb import sink, nets, predict, probe, width
 from jaxinit.igb import results as results_schema
@@ -159,4 +160,4 @@ def summarize_all(cases: dict[str, dict], skipped: dict) -> dict:
     out = {"cases": rows, "skipped": skipped}
     if WIDTH_CASE in cases:
         out["width"] = width.summarize_width(cases[WIDTH_CASE])
-    return sink.json_safe(out)
+    return to_json(out)

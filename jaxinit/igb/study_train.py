@@ -1,42 +1,40 @@
-"""`train_phases(cfg) -> TrainResult`: deep MLPs trained from every phase of the theory, in memory.
+"""`train_phases(cfg, workdir=None) -> Result`: deep MLPs trained from every phase of the theory, on the engine.
 
-For every activation, depth and optimizer: (1) the learning rate is chosen once by a short sweep at
-the EOC (`sweep_lr`: ``cfg.opt.<optimizer>_lr`` tried for ``opt.lr_sweep_steps`` steps on ``opt.lr_sweep_seeds``
-seeds that the phase runs do not use; criterion: the highest mean validation accuracy at the last
-sweep step, any diverged member disqualifying its rate, ties to the smaller rate) and then held fixed
-for every phase, so that no phase gets its own tuning; (2) one point per phase
+For every activation, depth and optimizer (a *case*): (1) the learning rate is chosen once by a short
+sweep at the EOC (`sweep_lrs`: ``cfg.opt.<optimizer>_lr`` tried for ``opt.lr_sweep_steps`` steps
+on ``opt.lr_sweep_seeds`` seeds that the phase runs do not use; criterion: the highest mean validation accuracy
+at the last sweep step, any diverged member disqualifying its rate, ties to the smaller rate) and then
+held fixed for every phase, so that no phase gets its own tuning; (2) one point per phase
 (`jaxinit.igb.phases`, ``phases.seeds`` seeds, paired draws) and, for the first optimizer at
-``grid.depths``, a (sigma_w2, sigma_b2) grid, trained as vmapped members (`jaxinit.igb.train`).
-SGD and Adam runs at one (activation, depth) share draws and batches. Nothing is written:
-``on_result(name, arrays)`` receives each finished run (``"<act>__d<depth>__<optimizer>"``), ``cached``
-holds runs to reuse (``--resume``).
+``grid.depths``, a (sigma_w2, sigma_b2) grid. Both stages are one engine sweep each
+(`jaxinit.train.engine`), every case a group of traced members (one compile per case, whatever its
+rates), every case on the same batches. The first stage runs in memory (it is short and
+deterministic: a resumed run repeats it exactly); the second, given a ``workdir``, writes metrics.jsonl
+per evaluation and step-level checkpoints, so a run killed anywhere resumes to the same bytes. The
+result's ``arrays`` hold one dict of arrays per case (``"<act>__d<depth>__<optimizer>"``), the schema of
+`jaxinit.igb.results` that the summary and the figures read.
 """
 from __future__ import annotations
 
-import time
-from dataclasses import dataclass
-from typing import Callable
+import hashlib
+import json
+from pathlib import Path
 
 import jax
-import jax.numpy as jnp
 import numpy as np
 
-from jaxinit.igb import sink, nets, phases, summary_train, train
-from jaxinit.igb import results as results_schema
+from jaxinit import distributed
+from jaxinit.config import to_dict
+from jaxinit.igb import nets, phases, summary_train, train
 from jaxinit.igb.config_train import ACTS, IGBTrainConfig
 from jaxinit.models.deep import DeepMLP
+from jaxinit.runinfo import comparable
+from jaxinit.train import engine
+from jaxinit.train.engine import Group, Plan, Result
+from jaxinit.train.members import Member
+from jaxinit.train.timing import Clock
 
-SWEEP_STREAM = 0x5eeb   # fold_in tag of the learning-rate sweep's key
 SWEEP_SEED0 = 1000      # sweep seeds: 1000, 1001, ... (phase runs use 0, 1, ...)
-
-
-@dataclass
-class TrainResult:
-    """``results``: arrays per run name; ``summary``: summary.json's dict; ``rows``: metrics.jsonl's rows."""
-    results: dict[str, dict[str, np.ndarray]]
-    summary: dict
-    rows: list[dict]
-    seconds: dict[str, float]
 
 
 def result_name(act: str, depth: int, optimizer: str) -> str:
@@ -62,32 +60,15 @@ def check_setup(cfg: IGBTrainConfig) -> None:
     load_data(cfg)
 
 
-def _members(sigma_w2, sigma_b2, seed, lr) -> train.Members:
-    as32 = lambda v: jnp.asarray(np.asarray(v, float), jnp.float32)
-    return train.Members(as32(sigma_w2), as32(sigma_b2), jnp.asarray(np.asarray(seed), jnp.int32), as32(lr))
+def cases(cfg: IGBTrainConfig):
+    """(name, act, depth, optimizer) of every case, in the order of the results."""
+    for act in cfg.model.acts:
+        for depth in cfg.model.depths:
+            for optimizer in cfg.sweep.optimizers:
+                yield result_name(act, depth, optimizer), act, depth, optimizer
 
 
-def sweep_lr(net, optimizer: str, act: str, cfg: IGBTrainConfig, data: dict, key) -> tuple[float, dict]:
-    """The learning rate for every phase of (act, depth, optimizer), chosen at the EOC; the sweep's arrays."""
-    lrs = np.asarray(cfg.opt.lrs(optimizer), float)
-    if len(lrs) == 1:
-        return float(lrs[0]), {}
-    eoc = dict(phases.phase_points(act, cfg.phases.sigma_b2))["EOC"]
-    seeds = SWEEP_SEED0 + np.arange(cfg.opt.lr_sweep_seeds)
-    lr_M, seed_M = np.repeat(lrs, len(seeds)), np.tile(seeds, len(lrs))
-    members = _members(np.full(len(lr_M), eoc), np.full(len(lr_M), cfg.phases.sigma_b2), seed_M, lr_M)
-    n = cfg.opt.lr_sweep_steps
-    hist = train.train_members(net, optimizer, members, data, n, cfg.train.batch_size, [0, n],
-                               jax.random.fold_in(key, SWEEP_STREAM))
-    shape = (len(lrs), len(seeds))
-    score_split = "val" if "val_acc" in hist else "test"
-    sweep = {"sweep_lr": lrs, "sweep_val_acc": hist[f"{score_split}_acc"][-1].reshape(shape),
-             "sweep_test_acc": hist["test_acc"][-1].reshape(shape), "sweep_alive": hist["alive"][-1].reshape(shape)}
-    score = np.where(sweep["sweep_alive"].all(axis=1), sweep["sweep_val_acc"].mean(axis=1), -np.inf)
-    return float(lrs[int(np.argmax(score))]), sweep
-
-
-def build_members(act: str, depth: int, optimizer: str, lr: float, cfg: IGBTrainConfig) -> dict[str, np.ndarray]:
+def case_members(act: str, depth: int, optimizer: str, lr: float, cfg: IGBTrainConfig) -> dict[str, np.ndarray]:
     """Phase members (several seeds), then grid members (first optimizer at grid.depths only)."""
     p, g = cfg.phases, cfg.grid
     points = phases.phase_points(act, p.sigma_b2, p.ordered_factor, p.chaotic_factor, p.neutral_factor)
@@ -102,20 +83,122 @@ def build_members(act: str, depth: int, optimizer: str, lr: float, cfg: IGBTrain
             "backward_product": phases.backward_product(act, sw, sb, depth)}
 
 
-def train_run(act: str, depth: int, optimizer: str, cfg: IGBTrainConfig, data: dict, n_classes: int, key,
-              progress=None) -> dict[str, np.ndarray]:
-    """One (activation, depth, optimizer): the learning-rate sweep, then every phase (and grid) member."""
-    net = nets.make_net(DeepMLP(n_classes, cfg.model.width, depth, act), (data["x_train"].shape[1],))
-    lr, sweep = sweep_lr(net, optimizer, act, cfg, data, key)
-    m = build_members(act, depth, optimizer, lr, cfg)
-    steps = train.eval_steps(cfg.train.steps, cfg.train.eval_every, cfg.train.dense_until)
-    hist = train.train_members(net, optimizer, _members(m["sigma_w2"], m["sigma_b2"], m["seed"], m["lr"]), data,
-                               cfg.train.steps, cfg.train.batch_size, steps, key, progress=progress)
-    res = {**m, **hist, **sweep, "act": np.array(act), "depth": np.array(depth), "optimizer": np.array(optimizer),
-           "width": np.array(cfg.model.width)}
-    if (m["role"] == "grid").any():
-        res.update(theory_diagram(act, depth, cfg))
-    return res
+def _groups(table: dict[str, dict], nets_: dict[str, nets.Net], cfg) -> tuple[list[Group], dict[int, dict]]:
+    """Engine groups (one per case) of the member tables, and each member's row fields."""
+    groups, info, index = [], {}, 0
+    for name, m in table.items():
+        act, depth, optimizer = name.split("__")[0], int(name.split("__")[1][1:]), name.split("__")[2]
+        members = []
+        for j in range(len(m["role"])):
+            members.append(Member(index, name, float(np.sqrt(m["sigma_w2"][j])), int(m["seed"][j]),
+                                  lr=float(m["lr"][j]), scale=(float(m["sigma_w2"][j]), float(m["sigma_b2"][j]))))
+            info[index] = {"case": name, "act": act, "depth": depth, "optimizer": optimizer, "width": cfg.model.width,
+                           "role": str(m["role"][j]), "sigma_w2": float(m["sigma_w2"][j]),
+                           "sigma_b2": float(m["sigma_b2"][j]), "seed": int(m["seed"][j]), "lr": float(m["lr"][j]),
+                           "in_case": j}
+            index += 1
+        groups.append(train.group(name, optimizer, nets_[f"{act}__d{depth}"], members))
+    return groups, info
+
+
+def _sweep(cfg, data: dict, groups: list[Group], plan: Plan):
+    return train.build(data, groups, plan, batch_size=cfg.train.batch_size, data_seed=cfg.train.seed,
+                       strategy=cfg.train.strategy, chunk=cfg.train.chunk)
+
+
+def sweep_lrs(cfg: IGBTrainConfig, data: dict, nets_: dict, progress: bool) -> dict[str, tuple[float, dict]]:
+    """Per case: the learning rate for every phase, chosen at the EOC, and the sweep's arrays."""
+    table, grids = {}, {}
+    for name, act, depth, optimizer in cases(cfg):
+        lrs = np.asarray(cfg.opt.lrs(optimizer), float)
+        grids[name] = lrs
+        if len(lrs) < 2:
+            continue
+        eoc = dict(phases.phase_points(act, cfg.phases.sigma_b2))["EOC"]
+        seeds = SWEEP_SEED0 + np.arange(cfg.opt.lr_sweep_seeds)
+        lr_M, seed_M = np.repeat(lrs, len(seeds)), np.tile(seeds, len(lrs))
+        k = len(lr_M)
+        table[name] = {"role": np.array(["sweep"] * k), "sigma_w2": np.full(k, eoc),
+                       "sigma_b2": np.full(k, cfg.phases.sigma_b2), "seed": seed_M.astype(np.int32), "lr": lr_M}
+    chosen = {name: (float(lrs[0]), {}) for name, lrs in grids.items() if len(lrs) < 2}
+    if not table:
+        return chosen
+    groups, info = _groups(table, nets_, cfg)
+    n = cfg.opt.lr_sweep_steps
+    sweep = _sweep(cfg, data, groups, Plan(epochs=n, eval_every=n))
+    rows, _ = engine.run(sweep, train.evaluator(sweep, train.eval_sets(data), info), None, Clock(), progress)
+    for g in groups:
+        arr = train.case_arrays(rows, [m.index for m in g.members])
+        lrs, shape = grids[g.label], (len(grids[g.label]), cfg.opt.lr_sweep_seeds)
+        score_split = "val" if "val_acc" in arr else "test"
+        out = {"sweep_lr": lrs, "sweep_val_acc": arr[f"{score_split}_acc"][-1].reshape(shape),
+               "sweep_test_acc": arr["test_acc"][-1].reshape(shape), "sweep_alive": arr["alive"][-1].reshape(shape)}
+        chosen[g.label] = (float(lrs[choose_lr(out["sweep_val_acc"], out["sweep_alive"])]), out)
+    return chosen
+
+
+def choose_lr(val_acc, alive) -> int:
+    """Index of the rate with the highest mean validation accuracy over seeds (rates x seeds arrays), a rate
+    with a diverged member excluded, ties to the smaller rate (the first)."""
+    score = np.where(np.asarray(alive).all(axis=1), np.asarray(val_acc).mean(axis=1), -np.inf)
+    return int(np.argmax(score))
+
+
+def config_fingerprint(cfg) -> str:
+    return hashlib.sha256(json.dumps(comparable(to_dict(cfg)), sort_keys=True).encode()).hexdigest()
+
+
+def train_phases(cfg: IGBTrainConfig, workdir: str | Path | None = None, *, resume: bool = False,
+                 progress: bool = True) -> Result:
+    """Every case of ``cfg`` (see the module docstring); files only with a ``workdir``."""
+    data, n_classes, shape = load_data(cfg)
+    nets_ = {f"{act}__d{depth}": nets.make_net(DeepMLP(n_classes, cfg.model.width, depth, act), shape)
+             for act in cfg.model.acts for depth in cfg.model.depths}
+    chosen = sweep_lrs(cfg, data, nets_, progress)
+    table = {name: case_members(act, depth, opt, chosen[name][0], cfg) for name, act, depth, opt in cases(cfg)}
+    groups, info = _groups(table, nets_, cfg)
+    t = cfg.train
+    plan = Plan(epochs=t.steps, eval_every=t.eval_every, dense_until=t.dense_until,
+                checkpoint_every=t.checkpoint_every if workdir is not None else 0)
+    sweep = _sweep(cfg, data, groups, plan)
+    clock = Clock()
+    sink = engine.open_sink(workdir, sweep, config_fingerprint(cfg), resume, _fingerprint_parts(cfg), clock)
+    signals = _init_signals(sweep, data, nets_)
+    rows, states = engine.run(sweep, train.evaluator(sweep, train.eval_sets(data), info), sink, clock, progress)
+    results = _results(cfg, sweep, rows, table, chosen, signals)
+    summary = summary_train.summarize_all(results, cfg.train) if distributed.is_writer() else None
+    return engine.finish(sweep, states, rows, summary, sink, clock, arrays=results)
+
+
+def _init_signals(sweep, data: dict, nets_: dict) -> dict[str, np.ndarray]:
+    """Per case, `train.init_signals` of its members at init on the first 256 training inputs."""
+    states = engine.init_states(sweep)
+    x, y = data["x_train"][:256], data["y_train"][:256]
+    out = {}
+    for label, chunks in sweep.groups.items():
+        net = nets_["__".join(label.split("__")[:2])]
+        parts = [train.init_signals(net, s.params if c.batched else jax.tree.map(lambda a: a[None], s.params), x, y)
+                 for c, s in zip(chunks, states[label])]
+        out[label] = np.concatenate(parts)
+    return out
+
+
+def _results(cfg, sweep, rows: list[dict], table: dict, chosen: dict, signals: dict) -> dict[str, dict]:
+    results = {}
+    for name, act, depth, optimizer in cases(cfg):
+        members = [m.index for c in sweep.groups[name] for m in c.members]
+        res = {**table[name], **train.case_arrays(rows, members), "init_signal": signals[name], **chosen[name][1],
+               "act": np.array(act), "depth": np.array(depth), "optimizer": np.array(optimizer),
+               "width": np.array(cfg.model.width)}
+        if (table[name]["role"] == "grid").any():
+            res.update(theory_diagram(act, depth, cfg))
+        results[name] = res
+    return results
+
+
+def _fingerprint_parts(cfg) -> dict:
+    from jaxinit import rundir
+    return {"config": comparable(to_dict(cfg)), "environment": rundir.numeric_environment()}
 
 
 def theory_diagram(act: str, depth: int, cfg: IGBTrainConfig) -> dict[str, np.ndarray]:
@@ -132,39 +215,3 @@ def theory_diagram(act: str, depth: int, cfg: IGBTrainConfig) -> dict[str, np.nd
     return {"pd_sigma_w2": sw, "pd_sigma_b2": sb, "pd_phase": np.asarray(phase.phase_diagram(act, sw, sb, depth)["phase"]),
             "pd_codes": np.array(codes), "pd_names": np.array([phase.PHASE_LEGEND[c] for c in codes]),
             "pd_eoc": np.asarray(mf.eoc(sb, act), float), "pd_neutral": np.asarray(mf.neutrality_line(sb, act), float)}
-
-
-def _runs(cfg: IGBTrainConfig):
-    for act in cfg.model.acts:
-        for depth in cfg.model.depths:
-            for optimizer in cfg.sweep.optimizers:
-                yield act, depth, optimizer
-
-
-def _total_steps(cfg: IGBTrainConfig) -> int:
-    return len(list(_runs(cfg))) * cfg.train.steps
-
-
-def train_phases(cfg: IGBTrainConfig, on_result: Callable[[str, dict], None] | None = None,
-                 cached: dict[str, dict] | None = None, progress: bool | None = None) -> TrainResult:
-    """Every (activation, depth, optimizer) run of ``cfg`` (see the module docstring); writes nothing itself."""
-    cached = cached or {}
-    results_schema.check_train(cached)   # a saved run of another shape is refused before any work
-    data, n_classes, _ = load_data(cfg)
-    root = jax.random.key(cfg.train.seed)
-    results, seconds = {}, {}
-    bar = sink.progress_bar(_total_steps(cfg), "igb_train steps", progress)
-    for act, depth, optimizer in _runs(cfg):
-        name, t0 = result_name(act, depth, optimizer), time.perf_counter()
-        if name in cached:
-            results[name] = cached[name]
-            bar.update(cfg.train.steps)
-            continue
-        key = jax.random.fold_in(jax.random.fold_in(root, ACTS.index(act)), depth)   # shared by the optimizers
-        results[name] = train_run(act, depth, optimizer, cfg, data, n_classes, key, bar)
-        seconds[name] = round(time.perf_counter() - t0, 1)
-        if on_result is not None:
-            on_result(name, results[name])
-    bar.close()
-    summary = summary_train.summarize_all(results, cfg.train)
-    return TrainResult(results, summary, summary_train.metric_rows(results), seconds)

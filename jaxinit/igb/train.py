@@ -1,92 +1,102 @@
-"""Member-parallel training across phases: one jitted, vmapped step over members that differ in
-(sigma_w2, sigma_b2, seed, learning rate).
+"""The IGB study's training on the engine (`jaxinit.train.engine`): its networks as models, its batches, its
+per-class evaluation and the arrays its summary reads.
 
-Members with the same seed share their base draw (`jaxinit.igb.nets.draw`), so phase points are paired;
-every member sees the same batches (indices from ``fold_in(data_key, step)`` inside the step). The
-optimizer (sgd, momentum = heavy ball mu 0.9, adam) is built inside the vmap from the member's traced
-learning rate, so a learning-rate sweep is one program. A member whose update is non-finite is frozen
-and flagged (`alive`). Evaluations record, per member, accuracy, loss, f_max and per-class accuracy,
-loss and predicted frequency (`jaxinit.igb.stats.per_class`); at init the squared backpropagated signal
-per layer and label class (`init_signals`), whose layer-1 / layer-L ratio is the measured chi_1^(L-1).
+Members differ in (sigma_w2, sigma_b2, seed, learning rate), all traced; a group is one case
+(activation, depth, optimizer). Members with the same seed share their base draw (`jaxinit.igb.nets.draw`
+through `net_model`), so phase points are paired. Every member of every case sees the same batches: one
+training step is one engine "epoch" whose batch is drawn without replacement from ``fold_in(data_key,
+step)`` (`jaxinit.train.step.shared_draw`). The optimizers are the registry's (`jaxinit.optim.SETTINGS`:
+sgd; momentum = heavy ball, mu 0.9; adam), built inside the member's function from its traced rate. A
+member whose update is non-finite is frozen and flagged (the engine's ``diverged``; ``alive`` in the
+arrays). Evaluations record, per member, accuracy, loss, f_max and per-class accuracy, loss and predicted
+frequency (`jaxinit.igb.stats.per_class`); at init, the squared backpropagated signal per layer and label
+class (`init_signals`), whose layer-1 / layer-L ratio is the measured chi_1^(L-1).
 """
 from __future__ import annotations
 
-from functools import partial
-from typing import NamedTuple
+import dataclasses
+import functools
+import math
+from typing import Any
 
 import jax
 import jax.numpy as jnp
 import numpy as np
-import optax
 
-from jaxinit import interrupt
+from jaxinit import distributed
 from jaxinit.config import ConfigError
 from jaxinit.igb import nets, stats
+from jaxinit.models import Model
+from jaxinit.optim import SETTINGS, OptSetting
+from jaxinit.train.step import EvalBatch
 
-MOMENTUM = 0.9
+OPTIMIZERS = ("sgd", "momentum", "adam")
 EVAL_SETS = ("test", "train", "val")
+ROW_KEYS = ("case", "act", "depth", "optimizer", "width", "role", "sigma_w2", "sigma_b2", "seed", "lr", "in_case")
 
 
-class Members(NamedTuple):
-    """One row per member; all traced (no recompilation when they change)."""
-    sigma_w2: jax.Array
-    sigma_b2: jax.Array
-    seed: jax.Array
-    lr: jax.Array
+def setting(optimizer: str, lr: float) -> OptSetting:
+    """sgd, momentum (heavy ball, mu = 0.9) or adam (0.9, 0.999, 1e-8) at ``lr``, constant."""
+    if optimizer not in OPTIMIZERS:
+        raise ConfigError(f"unknown optimizer {optimizer!r}; choose from {', '.join(OPTIMIZERS)}")
+    return dataclasses.replace(SETTINGS[optimizer], lr=float(lr))
 
 
-def make_optimizer(name: str, lr) -> optax.GradientTransformation:
-    """sgd, momentum (heavy ball, mu = 0.9) or adam at learning rate ``lr`` (may be traced)."""
-    if name == "sgd":
-        return optax.sgd(lr)
-    if name == "momentum":
-        return optax.sgd(lr, momentum=MOMENTUM)
-    if name == "adam":
-        return optax.adam(lr)
-    raise ConfigError(f"unknown optimizer {name!r}; choose from sgd, momentum, adam")
+def net_model(net: nets.Net) -> Model:
+    """The network as the engine's (init, apply) pair: ``init(key, (sigma_w2, sigma_b2))`` scales one base
+    draw (`nets.draw`, `nets.scale`); no state (no BatchNorm)."""
+    def init(key, scale):
+        return nets.scale(nets.draw(net, key), *scale), {}
+
+    def apply(params, state, x, train: bool = False):
+        return net.module.apply({"params": params}, x), state
+    return Model(init, apply, net.module)
 
 
-@partial(jax.jit, static_argnames=("net", "optimizer"))
-def init_members(net: nets.Net, optimizer: str, key: jax.Array, members: Members):
-    """Params and optimizer state with a leading member axis; equal seeds share the base draw."""
-    def one(sw2, sb2, seed, lr):
-        params = nets.scale(nets.draw(net, jax.random.fold_in(key, seed)), sw2, sb2)
-        return params, make_optimizer(optimizer, lr).init(params)
-    return jax.vmap(one)(*members)
+def eval_per_class(model: Model, state, batch: EvalBatch) -> dict[str, jax.Array]:
+    """`stats.per_class` of one member on a whole split (``batch.mask`` is all true: no padding)."""
+    logits, _ = model.apply(state.params, state.model_state, batch.x, train=False)
+    return stats.per_class(logits, batch.y)
 
 
-def _loss(params, net: nets.Net, x, y):
-    logits = net.module.apply({"params": params}, x)
-    return optax.softmax_cross_entropy_with_integer_labels(logits, y).mean()
+def eval_sets(data: dict) -> dict[str, EvalBatch]:
+    """The evaluated splits: test, train (``x_train_eval`` if given: a fixed subset), val if given."""
+    pairs = {"test": (data["x_test"], data["y_test"]),
+             "train": (data.get("x_train_eval", data["x_train"]), data.get("y_train_eval", data["y_train"]))}
+    if "x_val" in data:
+        pairs["val"] = (data["x_val"], data["y_val"])
+    return {k: EvalBatch(x, y, jnp.ones(y.shape, bool)) for k, (x, y) in pairs.items()}
 
 
-@partial(jax.jit, static_argnames=("net", "optimizer", "batch_size"), donate_argnums=(0, 1))
-def train_step(params, opt_state, alive, lr_M, step, data_key, x_train, y_train, *, net: nets.Net,
-               optimizer: str, batch_size: int):
-    """One step for every member on the same batch; a member whose update is non-finite freezes."""
-    idx = jax.random.choice(jax.random.fold_in(data_key, step), x_train.shape[0], (batch_size,), replace=False)
-    x, y = x_train[idx], y_train[idx]
-
-    def one(p, s, ok, lr):
-        loss, g = jax.value_and_grad(_loss)(p, net, x, y)
-        updates, s_new = make_optimizer(optimizer, lr).update(g, s, p)
-        p_new = optax.apply_updates(p, updates)
-        finite = ok & jnp.isfinite(loss) & jnp.isfinite(optax.global_norm(p_new))
-        keep = lambda new, old: jax.tree.map(lambda a, b: jnp.where(finite, a, b), new, old)
-        return keep(p_new, p), keep(s_new, s), finite
-    return jax.vmap(one)(params, opt_state, alive, lr_M)
+def _json_float(v) -> float | None:
+    v = float(v)
+    return v if math.isfinite(v) else None
 
 
-@partial(jax.jit, static_argnames="net")
-def evaluate(params, x, y, net: nets.Net) -> dict[str, jax.Array]:
-    """`stats.per_class` per member: (M,) and (M, C) arrays."""
-    return jax.vmap(lambda p: stats.per_class(net.module.apply({"params": p}, x), y))(params)
+def evaluator(sweep, sets: dict[str, EvalBatch], info: dict[int, dict]):
+    """``evaluate(states, epoch) -> rows``: one row per member (``info[member]``: its case, role, point,
+    seed, rate) with ``<split>_<metric>`` scalars and per-class lists, JSON-ready (NaN as None), so rows
+    read back from metrics.jsonl on a resume are the rows computed here."""
+    def evaluate(states, epoch: int) -> list[dict]:
+        rows = []
+        for label, chunks in sweep.groups.items():
+            for c, state in zip(chunks, states[label]):
+                out = {split: distributed.to_host(c.fns.eval(state, batch)) for split, batch in sets.items()}
+                diverged = np.atleast_1d(distributed.to_host(state.diverged))
+                for j, m in enumerate(c.members):
+                    row = {"member": m.index, "epoch": epoch, "step": epoch, **info[m.index],
+                           "diverged": bool(diverged[j])}
+                    for split, metrics in out.items():
+                        for k, v in metrics.items():
+                            v = np.asarray(v)[j] if c.batched else np.asarray(v)
+                            row[f"{split}_{k}"] = [_json_float(x) for x in v] if v.ndim else _json_float(v)
+                    rows.append(row)
+        return sorted(rows, key=lambda r: r["member"])
+    return evaluate
 
 
-@partial(jax.jit, static_argnames="net")
-def init_signals(params, x, y, net: nets.Net) -> jax.Array:
-    """Mean |delta_l|^2 / nodes over the inputs of each label class, per member: (M, L + 1, C); the
-    cross-entropy is over all logits, the last layer is the output."""
+@functools.partial(jax.jit, static_argnames="net")
+def _signals(params, x, y, net: nets.Net) -> jax.Array:
     n_classes = net.template["head"]["bias"].shape[-1]
     label_1h = jax.nn.one_hot(y, n_classes)
 
@@ -96,46 +106,71 @@ def init_signals(params, x, y, net: nets.Net) -> jax.Array:
     return jax.vmap(one)(params)
 
 
+def init_signals(net: nets.Net, params_M, x, y) -> np.ndarray:
+    """Mean |delta_l|^2 / nodes over the inputs of each label class, per member: (M, L + 1, C); the
+    cross-entropy is over all logits, the last layer is the output."""
+    return np.asarray(distributed.to_host(_signals(params_M, x, y, net)))
+
+
+def case_arrays(rows: list[dict], members: list[int]) -> dict[str, np.ndarray]:
+    """``step`` (evals,), ``alive`` (evals, members) and every ``<split>_<metric>`` (evals, members[, classes])
+    of the rows of ``members`` (global indices, in the case's order); None (NaN in JSON) becomes NaN."""
+    index = {m: j for j, m in enumerate(members)}
+    mine = [r for r in rows if r["member"] in index]
+    steps = sorted({int(r["epoch"]) for r in mine})
+    at = {s: e for e, s in enumerate(steps)}
+    metrics = [k for k in mine[0] if k.startswith(tuple(f"{s}_" for s in EVAL_SETS))]
+    out: dict[str, Any] = {"step": np.asarray(steps)}
+    alive = np.zeros((len(steps), len(members)), bool)
+    for k in metrics:
+        width = len(mine[0][k]) if isinstance(mine[0][k], list) else None
+        out[k] = np.full((len(steps), len(members)) + ((width,) if width else ()), np.nan)
+    for r in mine:
+        e, j = at[int(r["epoch"])], index[r["member"]]
+        alive[e, j] = not r["diverged"]
+        for k in metrics:
+            v = r[k]
+            out[k][e, j] = [np.nan if x is None else x for x in v] if isinstance(v, list) else (np.nan if v is None else v)
+    out["alive"] = alive
+    return out
+
+
+DATA_STREAM = 0xda7a    # fold_in tag of the batches' key (shared by every case and both stages)
+
+
+class Flat:
+    """Flattened splits as the engine reads a data set: x_train, y_train, input_shape (a pytree)."""
+
+    def __init__(self, x_train, y_train):
+        self.x_train, self.y_train = x_train, y_train
+        self.input_shape = (int(x_train.shape[1]),)
+
+
+jax.tree_util.register_pytree_node(Flat, lambda f: ((f.x_train, f.y_train), None), lambda _, xs: Flat(*xs))
+
+
+def group(name: str, optimizer: str, net: nets.Net, members: list) -> "Group":
+    """One case as an engine group: its members (`jaxinit.train.members.Member` with ``scale`` =
+    (sigma_w2, sigma_b2) and their rates), the optimizer's setting and the network."""
+    from jaxinit.train.engine import Group
+    return Group(name, setting(optimizer, members[0].lr), list(members), ("igb_net", net), net_model(net))
+
+
+def build(data: dict, groups: list, plan, *, batch_size: int, data_seed: int, strategy: str = "vmap",
+          chunk: int = 4):
+    """The engine sweep of ``groups``: one training step per engine epoch, the batch of step s drawn from
+    ``fold_in(fold_in(key(data_seed), DATA_STREAM), s)`` for every member (`step.shared_draw`)."""
+    from jaxinit.train import engine
+    from jaxinit.train.step import shared_draw
+    key = jax.random.fold_in(jax.random.key(data_seed), DATA_STREAM)
+    n = int(data["x_train"].shape[0])
+    order = lambda seed, epoch: shared_draw(key, batch_size, n, seed, epoch)
+    return engine.build(Flat(data["x_train"], data["y_train"]), groups, plan, batch_size=batch_size,
+                        steps_per_epoch=1, strategy=strategy, chunk=chunk, x_calib=data["x_train"][:1], order=order,
+                        order_key=("shared_draw", data_seed, batch_size), eval_fn=eval_per_class,
+                        eval_key="per_class", conv=False)
+
+
 def eval_steps(n_steps: int, every: int, dense_until: int) -> list[int]:
     """Steps at which to evaluate: every step up to `dense_until` (bias is absorbed early), then every `every`."""
     return sorted(set(range(min(dense_until, n_steps) + 1)) | set(range(0, n_steps + 1, every)) | {n_steps})
-
-
-def eval_sets(data: dict) -> dict[str, tuple[jax.Array, jax.Array]]:
-    """(x, y) per evaluated split: test, train (``x_train_eval`` if given: a fixed subset), val if given."""
-    sets = {"test": (data["x_test"], data["y_test"]),
-            "train": (data.get("x_train_eval", data["x_train"]), data.get("y_train_eval", data["y_train"]))}
-    if "x_val" in data:
-        sets["val"] = (data["x_val"], data["y_val"])
-    return sets
-
-
-def _record(hist: dict, params, alive, sets: dict, net: nets.Net) -> None:
-    for split, (x, y) in sets.items():
-        for k, v in evaluate(params, x, y, net).items():
-            hist.setdefault(f"{split}_{k}", []).append(v)
-    hist.setdefault("alive", []).append(alive)
-
-
-def train_members(net: nets.Net, optimizer: str, members: Members, data: dict, n_steps: int, batch_size: int,
-                  steps_to_eval: list[int], key: jax.Array, n_signal: int = 256, progress=None) -> dict[str, np.ndarray]:
-    """Train every member on the same batches; arrays (evals, members[, classes]) of the measurements,
-    named ``<split>_<metric>`` (`eval_sets`, `stats.per_class`), plus ``alive``, ``step`` and
-    ``init_signal`` (M, L + 1, C): `init_signals` on the first ``n_signal`` training inputs."""
-    init_key, data_key = jax.random.split(key)
-    params, opt_state = init_members(net, optimizer, init_key, members)
-    alive = jnp.ones(members.seed.shape, bool)
-    signal = init_signals(params, data["x_train"][:n_signal], data["y_train"][:n_signal], net)
-    sets, hist, wanted = eval_sets(data), {}, set(steps_to_eval)
-    for step in range(n_steps + 1):
-        if step in wanted:
-            _record(hist, params, alive, sets, net)
-        if step == n_steps:
-            break
-        interrupt.check()   # SIGINT / SIGTERM stop at a step boundary (finished runs are kept for --resume)
-        params, opt_state, alive = train_step(params, opt_state, alive, members.lr, step, data_key, data["x_train"],
-                                              data["y_train"], net=net, optimizer=optimizer, batch_size=batch_size)
-        if progress is not None:
-            progress.update(1)
-    out = {k: np.asarray(jax.device_get(jnp.stack(v))) for k, v in hist.items()}
-    return {"step": np.array(sorted(s for s in wanted if s <= n_steps)), "init_signal": np.asarray(signal), **out}

@@ -9,7 +9,7 @@ measurement, and each measurement prints one line. Data stand-ins and checkpoint
 folder that is deleted at the end, so DIR holds accel.json only.
 
 Every measurement uses the library's training path on a synthetic on-device dataset of the paper's
-shape: `loop.build_sweep` (members, chunks, `step.compiled_fns`), `loop.init_states`, each chunk's
+shape: `loop.build_sweep` (members, chunks, `compiled.Compiler.fns`), `engine.init_states`, each chunk's
 jitted step compiled ahead of time and timed (`jaxinit.tools.timing`). The variants of the train,
 strategy and optimizers stages are compiled first, in `plan.compile_workers` threads at once (XLA
 compiles in parallel; the full plan's ~9 ResNet-9 programs would not fit the deadline one by one), and
@@ -242,13 +242,13 @@ class Check:
                        sweep=replace(PAPER.sweep, sigma_w=tuple(p.sigma_w), seeds=p.seeds, optimizers=(optimizer,)))
 
     def build(self, optimizer: str, strategy: str, conv_impl: str, mode: Mode | None = None):
-        """(sweep, states, seconds): `loop.build_sweep` on the synthetic set and `loop.init_states`."""
+        """(sweep, states, seconds): `loop.build_sweep` on the synthetic set and `engine.init_states`."""
         import jax
         from jaxinit.forgetting import loop
         t = time.perf_counter()
         cfg = self.config(optimizer, strategy, conv_impl, mode or self.modes[0])
         sweep = loop.build_sweep(cfg, ds=self.dataset(), steps_per_epoch=self.plan.steps_per_epoch)
-        states = jax.block_until_ready(loop.init_states(sweep))
+        states = jax.block_until_ready(engine.init_states(sweep))
         return sweep, states, time.perf_counter() - t
 
     def specs(self) -> list[tuple[str, str, str, Mode]]:
@@ -329,5 +329,5 @@ class Check:
         """The measured choice, else the library's default on this platform with the lax convolution."""
         if self.chosen is not None:
             return self.chosen
-        from jaxinit.forgetting.members import default_strategy
+        from jaxinit.train.members import default_strategy
         return default_strategy(True), "lax"

@@ -16,7 +16,7 @@ from jaxinit.tools.accel import Check
 def stage_eval(ck: Check, rec: dict) -> None:
     rec["standins"] = standins(ck, rec)
     import jax
-    from jaxinit.forgetting.evaluate import evaluate_all, pad_split
+    from jaxinit.train.evaluate import evaluate_all, pad_split
     ds = ck.standin_cifar
     n = min(ck.plan.eval_examples, int(ds.x_val.shape[0]))
     b = min(ck.plan.eval_batch, n)
@@ -49,14 +49,14 @@ def standins(ck: Check, rec: dict) -> dict:
     by `load_dataset` as the `paper` presets load them (forgetting: CIFAR-10; IGB: MNIST, sphere, binarised)."""
     from dataclasses import replace
 
-    from jaxinit.config import DataConfig
+    from jaxinit.config import IGBDataConfig
     from jaxinit.data import load_dataset
     from jaxinit.forgetting.config import PAPER
     from jaxinit.tools.standin import write_cifar10_standin, write_mnist_standin
     p, out = ck.plan, {}
     root = ck.tempdir("standins")
-    # jaxinit.igb.config_train.PAPER.data, not imported: that module needs tyro
-    igb = DataConfig(name="mnist", normalize="sphere", binarize=True)
+    igb = IGBDataConfig(name="mnist", normalize="sphere")   # the IGB paper preset's data
+
     for name, write, cfg in (("cifar10", lambda: write_cifar10_standin(root, p.cifar_per_batch),
                               replace(PAPER.data, n_val=p.n_val)),
                              ("mnist", lambda: write_mnist_standin(root, *p.mnist_sizes), igb)):
@@ -85,7 +85,7 @@ def stage_checkpoint(ck: Check, rec: dict) -> None:
     import jax
     from jaxinit.checkpoint import Checkpointer
     from jaxinit.forgetting.config import PAPER
-    from jaxinit.forgetting.members import stack
+    from jaxinit.train.members import stack
     strategy, conv = ck.strategy()
     sweep, states, _ = ck.build("sgd", strategy, conv)
     stacked = jax.block_until_ready(stack(sweep.groups, states))

@@ -157,7 +157,7 @@ def strategy_variants(plan) -> list[tuple[str, str]]:
 
 
 def stage_strategy(ck: Check, rec: dict) -> None:
-    from jaxinit.forgetting.members import default_strategy
+    from jaxinit.train.members import default_strategy
     ck.precompile(rec)
     main = ck.modes[0]
     for strategy, conv in strategy_variants(ck.plan):

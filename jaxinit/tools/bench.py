@@ -1,11 +1,11 @@
 """Member-strategy benchmark, the measuring core: the machine, compile time, FLOPs, timed variants, rows.
 
 `experiments.benchmark` is the command line (presets, validation, files); this module measures. For each
-model, conv implementation and member count K, every member strategy of `jaxinit.forgetting.members`
+model, conv implementation and member count K, every member strategy of `jaxinit.train.members`
 runs the forgetting study's own training path over a synthetic on-device dataset of the model's input
 shape: the model of `loop.resolve_model`, chunks split as `loop.build_sweep` splits them, each with the
-jitted functions of `step.compiled_fns`, `TrainState`s from `loop.init_states` and epochs of
-`loop.train_epoch`. The variants of one (model, K) are timed interleaved so that their ratios share the
+jitted functions of `compiled.Compiler.fns`, `TrainState`s from `engine.init_states` and epochs of
+`engine.train_epoch`. The variants of one (model, K) are timed interleaved so that their ratios share the
 machine's load. Row fields: see the docstring of `experiments.benchmark` and DESIGN.md.
 """
 from __future__ import annotations
@@ -25,7 +25,9 @@ from jaxinit.config import SweepConfig, TrainConfig
 from jaxinit.data import Dataset
 from jaxinit.forgetting import loop
 from jaxinit.forgetting.config import ForgettingConfig
-from jaxinit.forgetting.members import chunk_args, default_strategy
+from jaxinit.train import engine
+from jaxinit.train.members import default_strategy
+from jaxinit.train.step import StepData
 # The config and its per-model values live in their own module; importable from here.
 from jaxinit.tools.bench_config import (STRATEGIES, BenchmarkConfig, BenchSection, PhaseSection,  # noqa: F401
                                         batch_size, input_shape, model_config, model_width_mults, steps,
@@ -112,10 +114,10 @@ def forgetting_config(b: BenchSection, name: str, variant: Variant, k: int) -> F
         sweep=SweepConfig(sigma_w=tuple(_linspace(*SIGMA_RANGE, k)), seeds=1, optimizers=(b.optimizer,)))
 
 
-def make_sweep(b: BenchSection, name: str, variant: Variant, k: int, ds: Dataset) -> loop.Sweep:
-    """The `loop.Sweep` that `loop.build_sweep` makes for `forgetting_config`, on `ds` instead of a loaded set.
+def make_sweep(b: BenchSection, name: str, variant: Variant, k: int, ds: Dataset) -> engine.Sweep:
+    """The `engine.Sweep` that `loop.build_sweep` makes for `forgetting_config`, on `ds` instead of a loaded set.
 
-    Same model, chunks and compiled functions (`step.compiled_fns`, cached on structure), so every
+    Same model, chunks and compiled functions (`compiled.Compiler.fns`), so every
     variant times the training step a forgetting run of that strategy executes.
     """
     cfg = forgetting_config(b, name, variant, k)
@@ -123,19 +125,19 @@ def make_sweep(b: BenchSection, name: str, variant: Variant, k: int, ds: Dataset
 
 
 def is_conv(b: BenchSection, name: str) -> bool:
-    """Whether the model has a spatial kernel (`loop.has_conv`, the input of `default_strategy`)."""
+    """Whether the model has a spatial kernel (`engine.has_conv`, the input of `default_strategy`)."""
     cfg = ForgettingConfig(model=model_config(b, name, "lax"))
-    return loop.has_conv(loop.resolve_model(cfg, input_shape(b, name), N_CLASSES)[1])
+    return engine.has_conv(loop.resolve_model(cfg, input_shape(b, name), N_CLASSES)[1])
 
 
 def _linspace(lo: float, hi: float, k: int) -> list[float]:
     return [lo] if k == 1 else [lo + (hi - lo) * i / (k - 1) for i in range(k)]
 
 
-def run_epoch(sweep: loop.Sweep, states, epoch: int):
-    """One timed epoch (`sweep.steps_per_epoch` steps of every chunk) through `loop.train_epoch`."""
+def run_epoch(sweep: engine.Sweep, states, epoch: int):
+    """One timed epoch (`sweep.steps_per_epoch` steps of every chunk) through `engine.train_epoch`."""
     t = time.perf_counter()
-    states, done = loop.train_epoch(sweep, states, epoch)
+    states, done = engine.train_epoch(sweep, states, epoch)
     if done < sweep.steps_per_epoch:        # SIGINT / SIGTERM at a step boundary: stop the benchmark
         interrupt.check()
     jax.block_until_ready(states)
@@ -154,10 +156,9 @@ def step_flops(sweep, states) -> float | None:
         for chunk, state in zip(chunks, states[label]):
             shape = len(chunk.members) if chunk.batched else 0
             if shape not in seen:
-                _, seeds = chunk_args(chunk)
-                perm = chunk.fns.perm(seeds, jnp.int32(0), int(sweep.ds.x_train.shape[0]))
-                compiled = chunk.fns.step.lower(state, sweep.ds.x_train, sweep.ds.y_train, perm, jnp.int32(0),
-                                                seeds).compile()
+                perm = chunk.fns.order(chunk.args.seed, jnp.int32(0), int(sweep.ds.x_train.shape[0]))
+                data = StepData(sweep.ds.x_train, sweep.ds.y_train, jnp.int32(0))
+                compiled = chunk.fns.step.lower(state, chunk.args, perm, data).compile()
                 seen[shape] = _flops(compiled.cost_analysis())
             if seen[shape] is None:
                 return None
@@ -225,7 +226,7 @@ def measure_group(cfg: BenchmarkConfig, name: str, k: int, ds, clock: CompileClo
 def _prepare(b: BenchSection, name: str, v: Variant, k: int, ds, clock: CompileClock, compiled: dict) -> list:
     """[sweep, warmed-up states, compile_s]; a variant's compile_s counts each executable it needs once."""
     sweep = make_sweep(b, name, v, k, ds)
-    states = loop.init_states(sweep)
+    states = engine.init_states(sweep)
     with clock.measure() as took:           # warm-up epoch: compiles whatever this variant is the first to need
         states, _ = run_epoch(sweep, states, 0)
     shapes = sorted(set(chunk_shapes(sweep)))

@@ -1,7 +1,7 @@
 """Timed training steps of a forgetting sweep under a deadline: compile, step time, FLOPs, memory.
 
 The staged accelerator check (`jaxinit.tools.accel`) times the library's own compiled functions: each
-chunk's jitted step (`step.compiled_fns`, the one `loop.train_epoch` calls) is lowered and compiled
+chunk's jitted step (`compiled.Compiler.fns`, the one `engine.train_epoch` calls) is lowered and compiled
 ahead of time here, so the compile time is measured directly (trace + lower, then XLA), XLA's cost and
 memory analyses come with the executable, and the timed steps call that very executable. A `Lane` is one
 compiled call per step (a vmapped chunk, or one member of a sequential sweep); `time_steps` runs every
@@ -133,16 +133,17 @@ def device_memory(device: Any = None) -> dict | None:
 class Lane:
     """One compiled call per training step and its arguments (the state is replaced after each call)."""
 
-    def __init__(self, compiled: Any, state: Any, perm: Any, seeds: Any):
-        self.compiled, self.state, self.perm, self.seeds = compiled, state, perm, seeds
+    def __init__(self, compiled: Any, state: Any, perm: Any, args: Any):
+        self.compiled, self.state, self.perm, self.args = compiled, state, perm, args
 
 
 def run_steps(lanes: list[Lane], x: Any, y: Any, first: int, n: int, steps_per_epoch: int) -> None:
-    """Steps first .. first + n - 1 of every lane (step-major, as `loop.train_epoch`); not blocked on."""
+    """Steps first .. first + n - 1 of every lane (step-major, as `engine.train_epoch`); not blocked on."""
+    from jaxinit.train.step import StepData
     for i in range(first, first + n):
-        index = np.int32(i % steps_per_epoch)
+        data = StepData(x, y, np.int32(i % steps_per_epoch))
         for lane in lanes:
-            lane.state, _ = lane.compiled(lane.state, x, y, lane.perm, index, lane.seeds)
+            lane.state, _ = lane.compiled(lane.state, lane.args, lane.perm, data)
 
 
 def block(lanes: list[Lane]) -> None:
@@ -188,29 +189,27 @@ def precompile(sweep: Any, precision: str | None = None, lax_map: bool = False) 
     variants at once. The init goes through jax's in-memory cache (a later call of the same jitted function
     at the same shapes reuses it); the step lands in `compile_ahead`'s cache, keyed as `sweep_lanes` and
     `lax_map_lane` look it up."""
-    from jaxinit.forgetting.members import chunk_args
+    from jaxinit.train.step import StepData
     n, seen, infos = int(sweep.ds.x_train.shape[0]), set(), []
     for chunks in sweep.groups.values():
         for chunk in chunks:
-            sig, seeds = chunk_args(chunk)
-            key = (id(chunk.fns), sig.shape)
+            args = chunk.args
+            key = (id(chunk.fns), args.seed.shape)
             if key in seen:
                 continue
             seen.add(key)
-            chunk.fns.init.lower(sweep.x_calib, sig, seeds).compile()
-            state = jax.eval_shape(chunk.fns.init, sweep.x_calib, sig, seeds)
-            perm = chunk.fns.perm(seeds, np.int32(0), n)
+            chunk.fns.init.lower(args, sweep.x_calib).compile()
+            state = jax.eval_shape(chunk.fns.init, args, sweep.x_calib)
+            perm = chunk.fns.order(args.seed, np.int32(0), n)
             if lax_map:
                 k = len(chunks)
-                state = jax.tree.map(lambda x: jax.ShapeDtypeStruct((k, *x.shape), x.dtype, weak_type=x.weak_type),
-                                     state)
-                perm = jax.ShapeDtypeStruct((k, *perm.shape), perm.dtype)
-                seeds = jax.ShapeDtypeStruct((k,), seeds.dtype)
+                grow = lambda x: jax.ShapeDtypeStruct((k, *x.shape), x.dtype, weak_type=getattr(x, "weak_type", False))
+                state, perm, args = jax.tree.map(grow, state), grow(perm), jax.tree.map(grow, args)
                 fn = mapped_step(chunk.fns.step)
             else:
                 fn = chunk.fns.step
-            infos.append(compile_ahead(fn, (state, sweep.ds.x_train, sweep.ds.y_train, perm, np.int32(0), seeds),
-                                       precision))
+            data = StepData(sweep.ds.x_train, sweep.ds.y_train, np.int32(0))
+            infos.append(compile_ahead(fn, (state, args, perm, data), precision))
             if lax_map:
                 return summarize_compiles(infos)
     return summarize_compiles(infos)
@@ -218,18 +217,17 @@ def precompile(sweep: Any, precision: str | None = None, lax_map: bool = False) 
 
 # --------------------------------------------------------------------------- lanes of a sweep
 def sweep_lanes(sweep: Any, states: dict, precision: str | None = None) -> tuple[list[Lane], dict]:
-    """One lane per chunk of a `loop.Sweep` (its jitted step compiled ahead of time) and what compiling
+    """One lane per chunk of an `engine.Sweep` (its jitted step compiled ahead of time) and what compiling
     took: seconds and FLOPs over the lanes (FLOPs of one step of every member), the executables' memory."""
-    from jaxinit.forgetting.members import chunk_args
+    from jaxinit.train.step import StepData
     n = int(sweep.ds.x_train.shape[0])
     lanes, infos = [], []
+    data = StepData(sweep.ds.x_train, sweep.ds.y_train, np.int32(0))
     for label, chunks in sweep.groups.items():
         for chunk, state in zip(chunks, states[label]):
-            _, seeds = chunk_args(chunk)
-            perm = chunk.fns.perm(seeds, np.int32(0), n)
-            args = (state, sweep.ds.x_train, sweep.ds.y_train, perm, np.int32(0), seeds)
-            compiled, info = compile_ahead(chunk.fns.step, args, precision)
-            lanes.append(Lane(compiled, state, perm, seeds))
+            perm = chunk.fns.order(chunk.args.seed, np.int32(0), n)
+            compiled, info = compile_ahead(chunk.fns.step, (state, chunk.args, perm, data), precision)
+            lanes.append(Lane(compiled, state, perm, chunk.args))
             infos.append((compiled, info))
     return lanes, summarize_compiles(infos)
 
@@ -257,26 +255,27 @@ def mapped_step(single_step: Any) -> Any:
     device, one dense convolution per member (no grouped convolution, no Python loop per member)."""
     hit = _MAPPED.get(single_step)
     if hit is None:
-        def step(states, x, y, perms, i, seeds):
-            return jax.lax.map(lambda a: single_step(a[0], x, y, a[1], i, a[2]), (states, perms, seeds))
+        def step(states, args, perms, data):
+            return jax.lax.map(lambda a: single_step(a[0], a[1], a[2], data), (states, args, perms))
         hit = _MAPPED[single_step] = jax.jit(step, donate_argnums=0)
     return hit
 
 
 def lax_map_lane(sweep: Any, states: dict, precision: str | None = None) -> tuple[list[Lane], dict]:
     """One lane running every member of a sequential sweep (one setting) through `mapped_step`."""
-    from jaxinit.forgetting.members import chunk_args, stack
+    from jaxinit.train.members import stack
+    from jaxinit.train.step import StepData
     (label, chunks), = sweep.groups.items()
     if any(c.batched for c in chunks):
         raise ValueError("lax_map_lane needs a sweep of single-member chunks (strategy sequential)")
     n = int(sweep.ds.x_train.shape[0])
-    seeds = jax.numpy.stack([chunk_args(c)[1] for c in chunks])
-    perms = jax.numpy.stack([c.fns.perm(chunk_args(c)[1], np.int32(0), n) for c in chunks])
+    args = jax.tree.map(lambda *xs: jax.numpy.stack(xs), *[c.args for c in chunks])
+    perms = jax.numpy.stack([c.fns.order(c.args.seed, np.int32(0), n) for c in chunks])
     stacked = stack(sweep.groups, states)[label]
     step = mapped_step(chunks[0].fns.step)
-    args = (stacked, sweep.ds.x_train, sweep.ds.y_train, perms, np.int32(0), seeds)
-    compiled, info = compile_ahead(step, args, precision)
-    return [Lane(compiled, stacked, perms, seeds)], summarize_compiles([(compiled, info)])
+    data = StepData(sweep.ds.x_train, sweep.ds.y_train, np.int32(0))
+    compiled, info = compile_ahead(step, (stacked, args, perms, data), precision)
+    return [Lane(compiled, stacked, perms, args)], summarize_compiles([(compiled, info)])
 
 
 def _median(xs: list[float]) -> float:

@@ -1,4 +1,4 @@
-"""The files of a run directory, written by `fit(config, workdir)`: metrics.jsonl, checkpoints/, summary.json.
+"""The files of a run directory, written by `jaxinit.train.engine.run`: metrics.jsonl, checkpoints/, summary.json.
 
 `RunFiles.start` either begins a fresh run (epoch-0 rows, checkpoint 0) or resumes: the newest
 checkpoint that is intact, belongs to this config and whose earlier metrics rows are all present
@@ -21,12 +21,11 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from jaxinit import distributed, files, interrupt, runinfo
+from jaxinit import distributed, files, interrupt, runinfo, tensorboard
 from jaxinit.checkpoint import Checkpointer, Corrupt, abstract_like
 from jaxinit.config import ConfigError
-from jaxinit.forgetting import records
-from jaxinit.forgetting.evaluate import evaluate_all
-from jaxinit.forgetting.members import stack, unstack
+from jaxinit.train import records
+from jaxinit.train.members import stack, unstack
 from jaxinit.rundir import LOCK, MANIFEST, START_FILES, Manifest, foreign_entries
 
 # What a fresh run may find in its directory (the CLI wrote them before calling `fit`).
@@ -36,11 +35,12 @@ WRITES = {"metrics.jsonl", "summary.json", "run.json"}
 
 
 class RunFiles:
-    def __init__(self, out: Path, cfg, sweep, fingerprint: str, resume: bool, run_print: dict | None = None,
+    def __init__(self, out: Path, sweep, fingerprint: str, resume: bool, run_print: dict | None = None,
                  clock=None):
         """``run_print``: the parts of the run's fingerprint (`jaxinit.runinfo`) this process computes with;
-        ``clock``: the run's `jaxinit.forgetting.timing.Clock` (the evaluations made here are timed on it)."""
-        self.out, self.cfg, self.sweep, self.fingerprint, self.resume = out, cfg, sweep, fingerprint, resume
+        ``clock``: the run's `jaxinit.train.timing.Clock` (the evaluations made here are timed on it)."""
+        self.out, self.sweep, self.fingerprint, self.resume = out, sweep, fingerprint, resume
+        self.plan = plan = sweep.plan
         self.clock = clock
         self.writer = distributed.is_writer()
         self.metrics = out / "metrics.jsonl"
@@ -51,21 +51,24 @@ class RunFiles:
             if run_print is not None:
                 (runinfo.check_fingerprint if resume else runinfo.start_fingerprint)(out, run_print)
         self.ckpt = Checkpointer(out / "checkpoints", steps_per_epoch=sweep.steps_per_epoch, manifest=self.manifest,
-                                 asynchronous=cfg.train.async_checkpoint) if cfg.train.checkpoint_every else None
+                                 asynchronous=plan.async_checkpoint) if plan.checkpoint_every else None
 
     # ------------------------------------------------------------------ start
-    def start(self, states, splits) -> tuple[int, int, Any, list[dict]]:
-        """(completed epoch, step within the next epoch, states, rows so far)."""
+    def start(self, states, evaluate) -> tuple[int, int, Any, list[dict]]:
+        """(completed epoch, step within the next epoch, states, rows so far); ``evaluate(states, epoch)``
+        gives an evaluation's rows (`jaxinit.train.engine.run`)."""
+        self.evaluate = evaluate
         if self.resume and self.ckpt is not None and self.ckpt.steps():
-            return self._resume(states, splits)
+            return self._resume(states)
         if self.resume:
             finished = self._finished_rows()
             if finished is not None:
-                return self.cfg.train.epochs, 0, states, finished
-        rows = self._evaluate(states, splits, 0)
+                return self.plan.epochs, 0, states, finished
+        rows = self._evaluate(states, 0)
         self._clear_stale()
         if self.writer:
             self.manifest.write_jsonl(self.metrics, rows, digest=False)   # appended to: no digest
+            tensorboard.write_rows(self.out, rows)
         self.save(states, 0, 0)
         return 0, 0, states, rows
 
@@ -75,9 +78,8 @@ class RunFiles:
         if not self.metrics.exists() or not self.metrics.stat().st_size:
             return None
         rows, bad = records.scan(self.metrics)
-        epochs = self.cfg.train.epochs
         try:
-            kept = records.plan_rows(rows, len(self.sweep.members), epochs, set(), self.cfg.train.eval_every, epochs)
+            kept = records.plan_rows(rows, len(self.sweep.members), self.plan.epochs, set(), self.plan)
         except records.MissingRows as why:
             raise ConfigError(f"{files.safe_path(self.out)}: no checkpoint to continue from and metrics.jsonl "
                               f"is incomplete ({why}); nothing was changed: rerun with --overwrite to train "
@@ -105,7 +107,7 @@ class RunFiles:
             from jaxinit.rundir import clear_owned
             clear_owned(self.out, only=("summary.json", "figures"))
 
-    def _resume(self, states, splits):
+    def _resume(self, states):
         rows, bad = records.scan(self.metrics)
         if bad and self.writer:
             print(f"{files.safe_path(self.metrics)}: line(s) {bad[:5]} unreadable; those evaluations are redone "
@@ -120,8 +122,7 @@ class RunFiles:
             epoch, step = int(meta["epoch"]), int(meta["step_in_epoch"])
             regen = {0} | ({epoch} if step == 0 else set())
             try:
-                planned["rows"] = records.plan_rows(rows, n, epoch, regen, self.cfg.train.eval_every,
-                                                    self.cfg.train.epochs)
+                planned["rows"] = records.plan_rows(rows, n, epoch, regen, self.plan)
             except records.MissingRows as why:
                 raise Corrupt(f"metrics.jsonl lost the {why}") from None
             planned["regen"] = regen
@@ -131,25 +132,27 @@ class RunFiles:
         epoch, step = int(meta["epoch"]), int(meta["step_in_epoch"])
         restored_states = unstack(self.sweep.groups, restored)
         kept = planned["rows"]
-        expected = set(records.expected_epochs(epoch, self.cfg.train.eval_every, self.cfg.train.epochs))
+        expected = set(records.expected_epochs(epoch, self.plan))
         for e in sorted(planned["regen"] & expected):
-            kept += self._evaluate(states if e == 0 else restored_states, splits, e)
+            kept += self._evaluate(states if e == 0 else restored_states, e)
         kept.sort(key=lambda r: (int(r["epoch"]), int(r["member"])))
         distributed.barrier("jaxinit-rows-planned")   # every host read the old file before it changes
         self._clear_stale()
         if self.writer:
             self.manifest.write_jsonl(self.metrics, kept, digest=False)
+            tensorboard.write_rows(self.out, kept)
         return epoch, step, restored_states, kept
 
-    def _evaluate(self, states, splits, epoch: int) -> list[dict]:
+    def _evaluate(self, states, epoch: int) -> list[dict]:
         with (self.clock.evaluation() if self.clock is not None else contextlib.nullcontext()):
-            return evaluate_all(self.sweep.groups, states, splits, epoch)
+            return self.evaluate(states, epoch)
 
     # ------------------------------------------------------------------ during and after
     def append(self, rows: list[dict]) -> None:
         if self.writer:
             files.check_inside(self.out, self.metrics)
             records.append_rows(self.metrics, rows)
+            tensorboard.write_rows(self.out, rows)     # the same rows as TensorBoard events (jaxinit.tensorboard)
 
     def save(self, states, epoch: int, step_in_epoch: int) -> None:
         if self.ckpt is None:

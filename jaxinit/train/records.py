@@ -60,13 +60,12 @@ def scan(path: Path) -> tuple[list[dict], list[int]]:
     return rows, bad
 
 
-def expected_epochs(upto: int, eval_every: int, last_epoch: int) -> list[int]:
-    """Evaluated epochs in [0, upto]: 0, every `eval_every`-th, and the final epoch of the run."""
-    return [e for e in range(upto + 1) if e == 0 or e % eval_every == 0 or e == last_epoch]
+def expected_epochs(upto: int, plan) -> list[int]:
+    """Evaluated epochs in [0, upto] under ``plan`` (`jaxinit.train.engine.Plan.evaluated`)."""
+    return [e for e in range(upto + 1) if plan.evaluated(e)]
 
 
-def plan_rows(rows: list[dict], n_members: int, ckpt_epoch: int, regenerated: set[int], eval_every: int,
-              last_epoch: int) -> list[dict]:
+def plan_rows(rows: list[dict], n_members: int, ckpt_epoch: int, regenerated: set[int], plan) -> list[dict]:
     """The rows to keep when resuming from a checkpoint at the end of `ckpt_epoch`.
 
     Rows of epochs in `regenerated` are dropped (the caller evaluates them again); every other
@@ -75,7 +74,7 @@ def plan_rows(rows: list[dict], n_members: int, ckpt_epoch: int, regenerated: se
     by_key = {}
     for r in rows:
         by_key[(int(r["epoch"]), int(r["member"]))] = r     # a repeated row: the later one wins
-    missing = [e for e in expected_epochs(ckpt_epoch, eval_every, last_epoch)
+    missing = [e for e in expected_epochs(ckpt_epoch, plan)
                if e not in regenerated and any((e, m) not in by_key for m in range(n_members))]
     if missing:
         raise MissingRows(missing)

@@ -14,8 +14,9 @@ import jax.numpy as jnp
 import numpy as np
 
 from jaxinit import distributed, metrics
-from jaxinit.forgetting.members import Chunk, chunk_to_stacked
-from jaxinit.forgetting.step import TrainState
+from jaxinit.jsonsafe import finite_or_none
+from jaxinit.train.members import Chunk, chunk_to_stacked
+from jaxinit.train.step import EvalBatch, TrainState
 
 
 class EvalSplit(NamedTuple):
@@ -69,16 +70,12 @@ def evaluate_split(chunk: Chunk, state: TrainState, split: EvalSplit) -> tuple[n
     loss_sum, correct = 0.0, 0
     for s in range(0, split.x.shape[0], split.batch):
         sl = slice(s, s + split.batch)
-        l_, c_ = chunk.fns.eval(state.params, state.model_state, split.x[sl], split.y[sl], split.mask[sl])
+        l_, c_ = chunk.fns.eval(state, EvalBatch(split.x[sl], split.y[sl], split.mask[sl]))
         loss_sum, correct = loss_sum + l_, correct + c_
     loss_sum, correct = distributed.to_host((loss_sum, correct))
     loss = np.atleast_1d(np.asarray(loss_sum, np.float64)) / split.n
     acc = np.atleast_1d(np.asarray(correct, np.float64)) / split.n
     return loss, acc
-
-
-def _finite_or_none(v: float) -> float | None:
-    return float(v) if math.isfinite(v) else None
 
 
 def eval_rows(chunk: Chunk, state: TrainState, splits: dict[str, EvalSplit], epoch: int) -> list[dict]:
@@ -93,9 +90,9 @@ def eval_rows(chunk: Chunk, state: TrainState, splits: dict[str, EvalSplit], epo
     for j, m in enumerate(chunk.members):
         steps = int(stacked.step[j])
         row = {"member": m.index, "optimizer": m.optimizer, "sigma_w": m.sigma_w, "seed": m.seed,
-               "epoch": epoch, "step": steps, "lr": float(chunk.fns.schedule(max(steps - 1, 0)))}
+               "epoch": epoch, "step": steps, "lr": float(chunk.fns.schedule(_lr(chunk, j), max(steps - 1, 0)))}
         for name, (loss, acc) in results.items():
-            row[f"{name}_loss"] = _finite_or_none(loss[j])
+            row[f"{name}_loss"] = finite_or_none(loss[j])
             row[f"{name}_acc"] = float(acc[j])
         row["param_norm"] = float(np.atleast_1d(nrm["param_norm"])[j])
         row["param_norm_layers"] = {k: float(np.atleast_1d(v)[j]) for k, v in nrm["layers"].items()}
@@ -113,6 +110,12 @@ def evaluate_all(groups: dict[str, list[Chunk]], states, splits, epoch: int) -> 
     return sorted(rows, key=lambda r: r["member"])
 
 
+def _lr(chunk: Chunk, j: int) -> jax.Array:
+    """The traced learning rate of the chunk's ``j``-th member (float32)."""
+    lr = chunk.args.hyper.lr
+    return lr[j] if chunk.batched else lr
+
+
 def learning_rates(schedule, steps: int) -> np.ndarray:
     """eta_k for k = 0..steps-1 along the schedule actually used (input of the forgetting clocks)."""
     if steps <= 0:
@@ -125,8 +128,8 @@ def member_learning_rates(groups: dict[str, list[Chunk]], rows_final: list[dict]
     by_member = {r["member"]: r["step"] for r in rows_final}
     out = {}
     for chunks in groups.values():
-        schedule = chunks[0].fns.schedule
         for c in chunks:
-            for m in c.members:
-                out[m.index] = learning_rates(schedule, by_member[m.index])
+            for j, m in enumerate(c.members):
+                lr = _lr(c, j)
+                out[m.index] = learning_rates(lambda count: c.fns.schedule(lr, count), by_member[m.index])
     return out

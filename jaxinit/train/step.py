@@ -1,13 +1,16 @@
 """One member: its state, its init (BatchNorm calibrated), its training step and its evaluation.
 
-Everything here is single-member and pure; `members.py` runs it over members (vmap, loop or chunks).
+Everything here is single-member and pure; `compiled.py` vmaps it in one place and `members.py` runs it
+over members (vmap, loop or chunks). A member's swept values are traced data (`MemberArgs`: seed, init
+scale, learning rate, L2, weight decay), so a sweep over any of them compiles the step once; the
+optimizer is built inside the member's function from them (`jaxinit.optim.make_optimizer` with
+`Hyper`), which also keeps Muon's routing by ``ndim`` on one member's tree, never a stacked one.
 A member's randomness: `key(seed)` is split once into named streams (init, data, augment); the
 epoch's permutation is `fold_in(data, epoch)`, the step's augmentation `fold_in(augment, step)`. No key
 lives in the state, so a resumed run is bit-identical to an uninterrupted one.
 """
 from __future__ import annotations
 
-import functools
 from typing import Any, NamedTuple
 
 import jax
@@ -17,7 +20,7 @@ import optax
 from jaxinit import data as data_lib
 from jaxinit import metrics
 from jaxinit import precision as precision_lib
-from jaxinit.optim import OptSetting, make_optimizer
+from jaxinit.optim import Hyper
 
 
 class TrainState(NamedTuple):
@@ -29,6 +32,23 @@ class TrainState(NamedTuple):
     diverged: jax.Array       # bool
     diverged_step: jax.Array  # int32: the step that went non-finite, -1 if none
     update_sums: Any = None   # (rms, ms): per parameter leaf sum_k |dW_k|_F / sqrt(P) and sum_k |dW_k|_F^2 / P
+
+
+class MemberArgs(NamedTuple):
+    """One member's traced values (stacked along axis 0 over a chunk's members).
+
+    ``scale`` is what the model's ``init(key, scale)`` takes: sigma_w for the registry's models, a
+    (sigma_w2, sigma_b2) pair for the IGB study's networks."""
+    seed: jax.Array      # uint32: the member's streams (`member_streams`)
+    scale: Any           # float32 pytree
+    hyper: Hyper         # float32 lr, l2, weight_decay
+
+
+class StepData(NamedTuple):
+    """What every member of a chunk shares in one step: the training split and the step's index."""
+    x: jax.Array
+    y: jax.Array
+    step_in_epoch: jax.Array   # int32
 
 
 def member_streams(seed: jax.Array) -> tuple[jax.Array, jax.Array, jax.Array]:
@@ -61,12 +81,13 @@ def calibrate_statistics(model, params, state, x_calib: jax.Array):
     return jax.tree.map(lambda a, b: a / (1.0 - (b - a)), s0, s1)
 
 
-def init_member(model, tx, x_calib: jax.Array, sigma_w: jax.Array, seed: jax.Array) -> TrainState:
-    params, model_state = model.init(member_streams(seed)[0], sigma_w)
+def init_member(model, make_tx, member: MemberArgs, x_calib: jax.Array) -> TrainState:
+    """``make_tx(hyper) -> optax transform``: the optimizer of the member's traced hyperparameters."""
+    params, model_state = model.init(member_streams(member.seed)[0], member.scale)
     model_state = calibrate_statistics(model, params, model_state, x_calib)
     zeros = jax.tree.map(lambda x: jnp.zeros((), jnp.float32), params)
-    return TrainState(params, model_state, tx.init(params), jnp.int32(0), jnp.bool_(False), jnp.int32(-1),
-                      (zeros, zeros))
+    return TrainState(params, model_state, make_tx(member.hyper).init(params), jnp.int32(0), jnp.bool_(False),
+                      jnp.int32(-1), (zeros, zeros))
 
 
 def add_update_sizes(sums: tuple[Any, Any], new_params: Any, old_params: Any) -> tuple[Any, Any]:
@@ -80,12 +101,14 @@ def add_update_sizes(sums: tuple[Any, Any], new_params: Any, old_params: Any) ->
     return (jax.tree.map(lambda a, m: a + jnp.sqrt(m), sums[0], ms), jax.tree.map(jnp.add, sums[1], ms))
 
 
-def train_step(model, tx, batch_size: int, augment: bool, state: TrainState, x: jax.Array, y: jax.Array,
-               perm: jax.Array, step_in_epoch: jax.Array, seed: jax.Array) -> tuple[TrainState, jax.Array]:
-    """One optimizer step of one member; a non-finite result flags the member and freezes it."""
-    xb, yb = data_lib.get_batch(x, y, perm, step_in_epoch, batch_size)
+def train_step(model, make_tx, batch_size: int, augment: bool, state: TrainState, member: MemberArgs,
+               order: jax.Array, data: StepData) -> tuple[TrainState, jax.Array]:
+    """One optimizer step of one member on batch ``data.step_in_epoch`` of the epoch ordered by ``order``;
+    a non-finite result flags the member and freezes it."""
+    xb, yb = data_lib.get_batch(data.x, data.y, order, data.step_in_epoch, batch_size)
     if augment:
-        xb = data_lib.augment(jax.random.fold_in(member_streams(seed)[2], state.step), xb)
+        xb = data_lib.augment(jax.random.fold_in(member_streams(member.seed)[2], state.step), xb)
+    tx = make_tx(member.hyper)
 
     def loss_fn(params):
         logits, model_state = model.apply(params, state.model_state, xb, train=True)
@@ -104,9 +127,17 @@ def train_step(model, tx, batch_size: int, augment: bool, state: TrainState, x: 
                         diverged_step=jnp.where(newly, state.step, state.diverged_step)), loss
 
 
-def eval_chunk(model, params, model_state, xb: jax.Array, yb: jax.Array, mask: jax.Array):
+class EvalBatch(NamedTuple):
+    """One padded evaluation batch, shared by every member."""
+    x: jax.Array
+    y: jax.Array
+    mask: jax.Array
+
+
+def eval_chunk(model, state: TrainState, batch: EvalBatch):
     """Summed cross-entropy and correct count over the unmasked examples of one eval batch."""
-    logits, _ = model.apply(params, model_state, xb, train=False)
+    xb, yb, mask = batch
+    logits, _ = model.apply(state.params, state.model_state, xb, train=False)
     ce = optax.softmax_cross_entropy_with_integer_labels(logits, yb)
     correct = (jnp.argmax(logits, -1) == yb)
     return jnp.sum(jnp.where(mask, ce, 0.0)), jnp.sum(jnp.where(mask, correct, 0))
@@ -116,63 +147,16 @@ def norms(params) -> dict:
     return {"param_norm": metrics.param_norm(params), "layers": metrics.layer_norms(params)}
 
 
-def member_permutation(seed: jax.Array, epoch: jax.Array, n: int) -> jax.Array:
+def member_permutation(n: int, seed: jax.Array, epoch: jax.Array) -> jax.Array:
     """The epoch's data order of a member: depends on its seed only (paired across scales)."""
     return data_lib.epoch_permutation(member_streams(seed)[1], epoch, n)
 
 
-class Compiled(NamedTuple):
-    init: Any
-    step: Any
-    eval: Any
-    norms: Any
-    perm: Any
-    schedule: Any
+def shared_draw(data_key: jax.Array, batch_size: int, n: int, seed: jax.Array, epoch: jax.Array) -> jax.Array:
+    """The batch order of a one-step "epoch" (``epoch`` = step + 1) that every member shares: ``batch_size``
+    indices drawn without replacement from ``fold_in(data_key, step)`` (the IGB study's batches; ``seed``
+    is unused: all members, whatever their seed, see the same examples)."""
+    del seed
+    return jax.random.choice(jax.random.fold_in(data_key, epoch - 1), n, (batch_size,), replace=False).astype(jnp.int32)
 
 
-_COMPILED: dict[tuple, tuple[Any, Compiled]] = {}
-_SHARED: dict[tuple, tuple[Any, tuple]] = {}
-
-
-def _setting_free_fns(model_key: Any, model, batched: bool, precision: str = "float32") -> tuple:
-    """(eval, norms, perm), jitted once per model structure and precision and shared by every setting: they
-    do not read the optimizer, so five settings compile them once, not five times (~5 s of the cpu preset's
-    set-up). ``model`` computes in ``precision``'s dtype already (`jaxinit.precision.policy_model`)."""
-    key = (model_key, batched, precision)
-    hit = _SHARED.get(key)
-    if hit is not None:
-        return hit[1]
-    ev, nrm, perm = precision_lib.under(precision, functools.partial(eval_chunk, model)), norms, member_permutation
-    if batched:
-        ev = jax.vmap(ev, in_axes=(0, 0, None, None, None))
-        nrm = jax.vmap(norms)
-        perm = jax.vmap(member_permutation, in_axes=(0, None, None))
-    fns = (jax.jit(ev), jax.jit(nrm), jax.jit(perm, static_argnums=2))
-    _SHARED[key] = (model, fns)
-    return fns
-
-
-def compiled_fns(model_key: Any, model, input_shape: tuple, setting: OptSetting, steps_per_epoch: int, epochs: int,
-                 batch_size: int, augment: bool, batched: bool, precision: str = "float32") -> Compiled:
-    """Jitted functions for one setting, cached on structure only (never on swept values).
-
-    ``model_key`` identifies the model's structure (its `ModelConfig`, input shape and classes for
-    registry models; the module object for a user's module, kept alive by the cache entry). ``precision``
-    (`jaxinit.precision`, part of the key): init, step and eval are traced under its matmul precision and
-    run the model in its compute dtype; parameters, optimizer state and loss stay float32.
-    """
-    key = (model_key, input_shape, setting, steps_per_epoch, epochs, batch_size, augment, batched, precision)
-    hit = _COMPILED.get(key)
-    if hit is not None:
-        return hit[1]
-    tx, schedule = make_optimizer(setting, steps_per_epoch, max(epochs, 1), input_shape)
-    model = precision_lib.policy_model(model, precision)
-    init = precision_lib.under(precision, functools.partial(init_member, model, tx))
-    step = precision_lib.under(precision, functools.partial(train_step, model, tx, batch_size, augment))
-    if batched:
-        init = jax.vmap(init, in_axes=(None, 0, 0))
-        step = jax.vmap(step, in_axes=(0, None, None, 0, None, 0))
-    ev, nrm, perm = _setting_free_fns((model_key, input_shape), model, batched, precision)
-    fns = Compiled(jax.jit(init), jax.jit(step, donate_argnums=0), ev, nrm, perm, schedule)
-    _COMPILED[key] = (model, fns)
-    return fns

@@ -1,11 +1,13 @@
 """Members and how they run together: strategies, chunks, the member mesh.
 
-A *member* is (optimizer setting, sigma_w, seed). Members of one setting share one compiled step;
-`sigma_w` and `seed` are traced data, so sweeping them never recompiles. Members with the same seed
-are *paired*: same base Gaussian draws (params = sigma_w * base draw), same data order and same
-augmentation keys, whatever their scale or optimizer.
+A *member* is (group, init scale, seed, learning rate): the group is an optimizer setting (the
+forgetting study) or a (network, optimizer) case (the IGB study). Members whose settings differ only in
+traced values share one compiled step (`compiled.Compiler`): sigma_w, seed, lr, L2 and weight decay
+are data, so sweeping them never recompiles. Members with the same seed are *paired*: same base
+Gaussian draws (params = sigma_w * base draw), same data order and same augmentation keys, whatever
+their scale or optimizer.
 
-Strategies (how the single-member step of `step.py` runs over the members of one setting):
+Strategies (how the single-member step of `step.py` runs over the members of one group):
 - `vmap`: one jitted `vmap` over all members (accelerators);
 - `sequential`: a Python loop of one jitted single-member step (conv nets on CPU, where XLA turns a
   vmapped conv with batched kernels into a grouped conv 5-7x slower than a loop);
@@ -23,20 +25,35 @@ import jax
 import jax.numpy as jnp
 
 from jaxinit import distributed
-from jaxinit.forgetting.step import Compiled, TrainState
+from jaxinit.optim import Hyper, OptSetting
+from jaxinit.train.compiled import Compiled
+from jaxinit.train.step import MemberArgs, TrainState
 
 
 class Member(NamedTuple):
+    """One trained network. ``optimizer`` is its group's label (an optimizer setting, or an IGB case);
+    ``lr`` its learning rate where the sweep sets one per member (None: the setting's); ``scale`` what the
+    model's init takes where that is not ``sigma_w`` (the IGB networks' (sigma_w2, sigma_b2))."""
     index: int
     optimizer: str
     sigma_w: float
     seed: int
+    lr: float | None = None
+    scale: tuple | None = None
 
 
-def make_members(optimizers: Sequence[str], sigma_ws: Sequence[float], n_seeds: int) -> list[Member]:
-    """Member-index order: optimizer setting, then seed, then sigma_w."""
-    grid = [(o, s, w) for o in optimizers for s in range(n_seeds) for w in sigma_ws]
-    return [Member(i, o, float(w), s) for i, (o, s, w) in enumerate(grid)]
+def lr_label(setting: str, lr: float) -> str:
+    """The group label of a setting's members at a swept learning rate: ``sgd@0.1``."""
+    return f"{setting}@{lr:g}"
+
+
+def make_members(optimizers: Sequence[str], sigma_ws: Sequence[float], n_seeds: int,
+                 lrs: Sequence[float] = ()) -> list[Member]:
+    """Member-index order: optimizer setting, then learning rate (where swept: group ``lr_label``), then
+    seed, then sigma_w."""
+    groups = [(lr_label(o, lr), lr) for o in optimizers for lr in lrs] if lrs else [(o, None) for o in optimizers]
+    grid = [(g, lr, s, w) for g, lr in groups for s in range(n_seeds) for w in sigma_ws]
+    return [Member(i, g, float(w), s, None if lr is None else float(lr)) for i, (g, lr, s, w) in enumerate(grid)]
 
 
 def default_strategy(conv: bool, platform: str | None = None) -> str:
@@ -62,20 +79,27 @@ class Chunk(NamedTuple):
     members: list[Member]
     fns: Compiled
     batched: bool
+    args: MemberArgs      # the members' traced values, stacked when batched (`member_args`)
 
 
-def split_chunks(members: Sequence[Member], size: int, make_fns: Callable[[bool], Compiled]) -> list[Chunk]:
+def member_args(members: Sequence[Member], setting: OptSetting, batched: bool) -> MemberArgs:
+    """The traced values of ``members`` (float32; seeds uint32), stacked along axis 0 when ``batched``."""
+    f32 = lambda vals: jnp.asarray(vals, jnp.float32)
+    scales = [m.scale if m.scale is not None else m.sigma_w for m in members]
+    scale = jax.tree.map(lambda *xs: f32(list(xs)), *scales)
+    lr = f32([setting.lr if m.lr is None else m.lr for m in members])
+    args = MemberArgs(jnp.asarray([m.seed for m in members], jnp.uint32), scale,
+                      Hyper(lr, f32([setting.l2] * len(members)), f32([setting.weight_decay] * len(members))))
+    return args if batched else jax.tree.map(lambda x: x[0], args)
+
+
+def split_chunks(members: Sequence[Member], size: int, setting: OptSetting,
+                 make_fns: Callable[[bool], Compiled]) -> list[Chunk]:
     out = []
     for start in range(0, len(members), size):
         part = list(members[start:start + size])
-        out.append(Chunk(part, make_fns(size > 1), size > 1))
+        out.append(Chunk(part, make_fns(size > 1), size > 1, member_args(part, setting, size > 1)))
     return out
-
-
-def chunk_args(chunk: Chunk) -> tuple[jax.Array, jax.Array]:
-    sig = jnp.asarray([m.sigma_w for m in chunk.members], jnp.float32)
-    seeds = jnp.asarray([m.seed for m in chunk.members], jnp.uint32)
-    return (sig, seeds) if chunk.batched else (sig[0], seeds[0])
 
 
 def chunk_to_stacked(chunk: Chunk, state: TrainState) -> TrainState:
@@ -112,7 +136,7 @@ def shard_members(chunk: Chunk, state: TrainState, mesh) -> TrainState:
 
 
 def init_chunk(chunk: Chunk, x_calib: jax.Array) -> TrainState:
-    return chunk.fns.init(x_calib, *chunk_args(chunk))
+    return chunk.fns.init(chunk.args, x_calib)
 
 
 def stack(groups: dict[str, list[Chunk]], states: dict[str, list[TrainState]]) -> dict[str, TrainState]:

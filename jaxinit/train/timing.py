@@ -4,7 +4,7 @@ Why each split: the first epoch of a process compiles every jitted function (sec
 ResNet on an accelerator), so a mean over epochs that includes it overstates the step time of short runs
 and understates the cost of compiling; evaluation and checkpoint costs grow with the data set and the
 state, not with the step count, and were invisible in a single epoch time. `Clock.report` is written
-to run.json after every epoch and on a stop (`jaxinit.forgetting.loop`), so a run killed after its first
+to run.json after every epoch and on a stop (`jaxinit.train.engine`), so a run killed after its first
 epoch still says what it cost. Timings are never part of summary.json (DESIGN.md: equal runs, equal
 files).
 """
@@ -45,7 +45,7 @@ class Clock:
         yield
         self.evals.append(time.perf_counter() - t)
 
-    def report(self, sweep, cfg, saves: list[dict] | None = None, status: str = "training") -> dict:
+    def report(self, sweep, plan, saves: list[dict] | None = None, status: str = "training") -> dict:
         """run.json's timing fields (see the README's "run.json" for each)."""
         n = len(sweep.members)
         times = [s for _, s, _ in self.epochs]
@@ -55,8 +55,8 @@ class Clock:
         compile_s = max(0.0, first[1] - first[2] * step_s) if first and step_s is not None else None
         total_steps = sum(k for _, _, k in self.epochs)
         out = {"platform": jax.default_backend(), "devices": jax.device_count(), "processes": jax.process_count(),
-               "strategy": sweep.strategy, **precision_lib.record(cfg.train.precision),
-               "eval_train_subset": cfg.train.eval_train_subset, "status": status,
+               "strategy": sweep.strategy, **precision_lib.record(plan.precision),
+               "eval_train_subset": plan.eval_train_subset, "status": status,
                "setup_s": self.setup_s, "total_s": time.perf_counter() - self.t0,
                "epochs_run": len(self.epochs), "last_epoch": self.epochs[-1][0] if self.epochs else None,
                "first_epoch_s": first[1] if first else None, "compile_s": compile_s,
@@ -67,7 +67,7 @@ class Clock:
                "evals": len(self.evals), "eval_first_s": self.evals[0] if self.evals else None,
                "eval_s_median": _median(self.evals[1:] or self.evals), "eval_s_total": float(sum(self.evals)),
                "eval_s": self.evals}
-        return {**out, **_checkpoints(saves or [], cfg.train.async_checkpoint)}
+        return {**out, **_checkpoints(saves or [], plan.async_checkpoint)}
 
 
 def _checkpoints(saves: list[dict], asynchronous: bool) -> dict:
