@@ -222,12 +222,19 @@ def from_dict(cls: type, data: dict, prefix: str = "") -> Any:
     for name, value in data.items():
         key = f"{prefix}{name}"
         if name not in names:
+            if _retired(key, value):
+                continue      # a run made before the field moved out of this config (jaxinit.runinfo.RETIRED)
             raise ConfigError(f"config.json: unknown key {key!r}")
         kwargs[name] = _typed(key, types_[name], value)
     cfg = cls(**kwargs)
     if not prefix:
         check_values(cfg)
     return cfg
+
+
+def _retired(key: str, value: Any) -> bool:
+    from jaxinit.runinfo import RETIRED
+    return tuple(key.split(".")) in RETIRED and value == RETIRED[tuple(key.split("."))] and type(value) is bool
 
 
 _KINDS = {bool: "true or false", int: "an integer", float: "a number", str: "a string"}

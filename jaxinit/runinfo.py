@@ -89,15 +89,33 @@ def check_fingerprint(out: Path, parts: dict, *, from_config_json: bool = False)
 # left out of a run's fingerprints and same-config comparisons (`comparable`), so a run made before them
 # continues (--resume, a same-config rerun) instead of being refused as another config.
 ADDED_DEFAULTS = {("train", "precision"): "float32", ("train", "eval_train_subset"): 0,
-                  ("train", "async_checkpoint"): False}
+                  ("train", "async_checkpoint"): False, ("sweep", "lr"): ()}
+
+
+def _is_default(value: Any, default: Any) -> bool:
+    """``value`` is ``default`` in kind, not only in value (0 is not False; a list from JSON is a tuple)."""
+    if isinstance(default, tuple):
+        return isinstance(value, (list, tuple)) and tuple(value) == default
+    return value == default and type(value) is type(default)
+
+
+# Fields since removed, with the only value they ever had where they went: a config without one is the
+# config that held that value (the forgetting study's data.binarize, false; the IGB studies keep theirs in
+# `jaxinit.config.IGBDataConfig`). Put back before hashing, so runs made before keep their fingerprint.
+RETIRED = {("data", "binarize"): False}
 
 
 def comparable(data: dict) -> dict:
-    """``to_dict(cfg)`` (or a saved config.json) without the `ADDED_DEFAULTS` fields that hold their default."""
+    """``to_dict(cfg)`` (or a saved config.json) without the `ADDED_DEFAULTS` fields that hold their default,
+    with the `RETIRED` fields in."""
     out = dict(data)
+    for (section, key), value in RETIRED.items():
+        sub = out.get(section)
+        if isinstance(sub, dict) and key not in sub:
+            out[section] = {**sub, key: value}
     for (section, key), default in ADDED_DEFAULTS.items():
         sub = out.get(section)
-        if isinstance(sub, dict) and key in sub and sub[key] == default and type(sub[key]) is type(default):
+        if isinstance(sub, dict) and key in sub and _is_default(sub[key], default):
             out[section] = {k: v for k, v in sub.items() if k != key}
     return out
 

@@ -181,7 +181,7 @@ def test_the_deadline_is_checked_between_timed_blocks():
     clock = [0.0]
     deadline = Deadline(10.0, t0=0.0, now=lambda: clock[0])
 
-    def step(state, x, y, perm, i, seeds):     # each step costs one second of the fake clock
+    def step(state, args, perm, data):     # each step costs one second of the fake clock
         clock[0] += 1.0
         return state + 1, None
 

@@ -94,9 +94,17 @@ def test_runs_made_before_the_new_fields_keep_their_fingerprint():
     legacy = to_dict(SMOKE)
     legacy["train"] = {k: v for k, v in legacy["train"].items()
                        if k not in ("precision", "eval_train_subset", "async_checkpoint")}
+    legacy["sweep"] = {k: v for k, v in legacy["sweep"].items() if k != "lr"}        # added with the engine
+    legacy["data"] = {**legacy["data"], "binarize": False}    # moved to the IGB studies' data config since
     assert runinfo.comparable(to_dict(SMOKE)) == legacy == runinfo.comparable(legacy)
     assert loop.config_fingerprint(SMOKE) == hashlib.sha256(json.dumps(legacy, sort_keys=True).encode()).hexdigest()
     assert runinfo.comparable(to_dict(_train(SMOKE, precision="bf16")))["train"]["precision"] == "bf16"
+    from jaxinit.config import from_dict
+    from jaxinit.forgetting import ForgettingConfig
+    assert from_dict(ForgettingConfig, json.loads(json.dumps(legacy))) == SMOKE   # its config.json still reads
+    legacy["data"]["binarize"] = True                                             # never a forgetting value
+    with pytest.raises(ConfigError, match="unknown key 'data.binarize'"):
+        from_dict(ForgettingConfig, legacy)
 
 
 # --------------------------------------------------------------------------- run.json

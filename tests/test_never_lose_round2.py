@@ -19,6 +19,7 @@ import pytest
 
 from experiments import forgetting as F
 from experiments import phase_diagram as P
+from jaxinit.train import engine
 from jaxinit import cli, forgetting, rundir
 from jaxinit.config import ConfigError, DataConfig, ModelConfig, Preset, Presets, SweepConfig, TrainConfig
 from jaxinit.forgetting import loop
@@ -121,7 +122,7 @@ def test_a_finished_run_without_checkpoints_is_resummarised_not_retrained(run_co
 
     def no_training(*a, **k):
         raise AssertionError("a finished run was trained again")
-    monkeypatch.setattr(loop, "train_epoch", no_training)
+    monkeypatch.setattr(engine, "train_epoch", no_training)
     capsys.readouterr()
     assert F.run(SMOKE + ["--out", str(out)]) == 0
     assert "re-summarised from metrics.jsonl" in capsys.readouterr().err

@@ -245,6 +245,7 @@ class Check:
         """(sweep, states, seconds): `loop.build_sweep` on the synthetic set and `engine.init_states`."""
         import jax
         from jaxinit.forgetting import loop
+        from jaxinit.train import engine
         t = time.perf_counter()
         cfg = self.config(optimizer, strategy, conv_impl, mode or self.modes[0])
         sweep = loop.build_sweep(cfg, ds=self.dataset(), steps_per_epoch=self.plan.steps_per_epoch)
