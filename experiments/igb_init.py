@@ -36,7 +36,7 @@ def main(cfg: IGBInitConfig, out: Path, resume: bool) -> None:
     t0 = time.time()
     result = probe_init(cfg, on_case=sink.announcing_saver(out), cached=sink.load_results(out) if resume else None)
     rundir.Manifest(out).write_json(out / "summary.json", result.summary)
-    rundir.write_run_info(out, {"seconds_total": round(time.time() - t0, 1), "seconds_per_case": result.seconds,
+    rundir.write_run_info(out, {"seconds_total": round(time.time() - t0, 1), "seconds_per_case": result.timing["seconds_per_case"],
                                         "platform": jax.default_backend()})
     for name, rows in result.summary["cases"].items():
         print(f"{name}: " + "; ".join(f"sw2={r['sigma_w2']:g},sb2={r['sigma_b2']:g}: fmax2 {r['fmax2']:.3f}" for r in rows))

@@ -40,8 +40,8 @@ def main(cfg: PhaseDiagramConfig, out: Path, resume: bool) -> None:
     for path in pd.save(result, cfg, out):
         print(f"figure {path}")
     for act in cfg.plot.acts:
-        counts = np.bincount(result.data[pd.key(act, "phase")].ravel(), minlength=len(phase.PHASE_LEGEND))
-        print(f"{act:>13}: eoc(sigma_b2=0) {result.data[pd.key(act, 'eoc_forward')][0]:.6g}, phase counts {counts.tolist()}")
+        counts = np.bincount(result.arrays[pd.key(act, "phase")].ravel(), minlength=len(phase.PHASE_LEGEND))
+        print(f"{act:>13}: eoc(sigma_b2=0) {result.arrays[pd.key(act, 'eoc_forward')][0]:.6g}, phase counts {counts.tolist()}")
     print(f"phase diagrams done in {time.perf_counter() - t0:.1f} s")
 
 

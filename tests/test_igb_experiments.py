@@ -168,7 +168,7 @@ def test_notebook_api_runs_in_memory_and_writes_no_file(tmp_path, monkeypatch, t
     assert result.summary == saved                            # the experiment writes what the library computes
     assert {"fmax_sgd", "verdict"} <= set(figures)
     init = igb.probe_init(igb.init_preset("smoke"))
-    assert "width" in init.cases and os.listdir(tmp_path) == []
+    assert "width" in init.arrays and os.listdir(tmp_path) == []
 
 
 def test_an_igb_train_overwrite_that_cannot_start_leaves_the_finished_run_byte_identical(train_run, tmp_path,

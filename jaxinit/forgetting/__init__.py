@@ -8,9 +8,10 @@ Notebook use (every name here is also what `python -m experiments.forgetting` ru
     res.summary["spread"]["sgd"]["spread_pp"]       # the summary.json dict; res.rows, res.states too
     res = forgetting.fit(cfg, model=MyFlaxModule()) # a user's flax module, swept over sigma_w
 
-Modules: `config` (presets), `members` (strategies, chunks), `step` (one member's init / step / eval),
-`evaluate` (metrics rows), `loop` (`fit`), `sink` and `records` (run-directory files), `memory`,
-`history` and `stats` (selection, spread, clocks; pure numpy), `plotting` (figures from saved results).
+Modules: `config` (presets), `loop` (`fit`: the study's groups, plan and evaluation for the engine,
+`jaxinit.train`, which owns members, strategies, the step, checkpoints and the run directory), `memory`,
+`history` and `stats` (selection, spread, clocks; pure numpy), `plotting` and `figures` (figures from saved
+results), `clocks` / `clock_run` / `clock_test` (the clock sweep), `compare` (paired runs).
 The training names are imported on first use, so the analysis and the figures load without jax.
 """
 from jaxinit.forgetting.config import PRESETS, AnalysisConfig, ForgettingConfig, preset, validate

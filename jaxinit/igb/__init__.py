@@ -7,12 +7,12 @@ Networks in the mean-field convention (W ~ N(0, sigma_w2/fan_in), b ~ N(0, sigma
 Notebook API (everything runs in memory; nothing is written unless you ask):
 
     from jaxinit import igb
-    res = igb.probe_init(igb.init_preset("smoke"))      # InitResult: .cases (arrays), .summary (dict)
-    figs = igb.init_figures(res.cases)                  # {name: matplotlib Figure}, shown inline
+    res = igb.probe_init(igb.init_preset("smoke"))      # jaxinit.result.Result: .arrays (per case), .summary
+    figs = igb.init_figures(res.arrays)                  # {name: matplotlib Figure}, shown inline
     run = igb.train_phases(igb.train_preset("smoke"))   # engine Result: .arrays, .summary, .rows
     figs = igb.train_figures(run.results, target_acc=0.85, absorbed_fmax=0.6)
-    pd = igb.phase_diagrams(igb.phase_preset("smoke"))  # PhaseDiagramResult: .data, .timing
-    figs = igb.panel_figures(pd.data, igb.phase_preset("smoke"))
+    pd = igb.phase_diagrams(igb.phase_preset("smoke"))  # Result: .arrays (the panels), .timing
+    figs = igb.panel_figures(pd.arrays, igb.phase_preset("smoke"))
 
 Presets: ``smoke`` (seconds), ``cpu`` (the README's numbers), ``paper`` (accelerator); each module's
 ``PRESETS.description(name)`` says what one is for. A config is a frozen dataclass:
@@ -35,10 +35,10 @@ from jaxinit.config import IGBDataConfig
 from jaxinit.igb.config_init import IGBInitConfig
 from jaxinit.igb.config_phase import PhaseDiagramConfig
 from jaxinit.igb.config_train import IGBTrainConfig
-from jaxinit.igb.phase_diagram import PhaseDiagramResult, panel_figures, phase_diagrams
+from jaxinit.igb.phase_diagram import panel_figures, phase_diagrams
 from jaxinit.igb.plots_init import init_figures
 from jaxinit.igb.plots_train import train_figures
-from jaxinit.igb.study_init import InitResult, probe_init
+from jaxinit.igb.study_init import probe_init
 from jaxinit.igb.study_train import train_phases
 
 
@@ -58,5 +58,5 @@ def phase_preset(name: str = "cpu") -> PhaseDiagramConfig:
 
 
 __all__ = ["probe_init", "train_phases", "phase_diagrams", "init_figures", "train_figures", "panel_figures",
-           "init_preset", "train_preset", "phase_preset", "InitResult", "PhaseDiagramResult",
+           "init_preset", "train_preset", "phase_preset",
            "IGBInitConfig", "IGBTrainConfig", "PhaseDiagramConfig", "IGBDataConfig", "sink"]

@@ -12,7 +12,6 @@ import math
 import os
 import platform
 import time
-from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
@@ -21,6 +20,7 @@ from matplotlib.colors import BoundaryNorm, ListedColormap
 from matplotlib.figure import Figure
 from matplotlib.patches import Patch
 
+from jaxinit.result import Result
 from jaxinit import files
 from jaxinit.igb.config_phase import GridConfig, PhaseDiagramConfig
 from jaxinit.igb.phase_baseline import baseline_point
@@ -29,13 +29,6 @@ PHASE_COLORS = ("#3b6fb6", "#2ca02c", "#d62728", "#ff9f40", "#f2e35c", "#9467bd"
 TITLES = {"relu": "ReLU", "tanh": "Tanh", "relu+maxpool": "ReLU+Max", "tanh+maxpool": "Tanh+Max",
           "relu+avgpool": "ReLU+Avg", "tanh+avgpool": "Tanh+Avg"}
 FIELDS = ("phase", "chi1", "chi1_tilde", "q_star", "c_star", "c_depth", "gamma_depth")
-
-
-@dataclass
-class PhaseDiagramResult:
-    """``data``: the arrays of phase_diagram.npz; ``timing``: timing.json's dict (None without timing)."""
-    data: dict[str, np.ndarray]
-    timing: dict | None
 
 
 def grids(g: GridConfig) -> tuple[np.ndarray, np.ndarray]:
@@ -112,14 +105,14 @@ def compute_panels(cfg: PhaseDiagramConfig, log=print) -> dict[str, np.ndarray]:
     return out
 
 
-def phase_diagrams(cfg: PhaseDiagramConfig, log=print) -> PhaseDiagramResult:
+def phase_diagrams(cfg: PhaseDiagramConfig, log=print) -> Result:
     """Timing first (so that its first call includes compilation), then every panel; writes nothing."""
     timing = None
     if cfg.timing.enabled:
         t = cfg.timing
         timing = time_phase_diagram(t.n, t.depth, t.baseline_points, t.repeats, t.seed, cfg.grid.sigma_w2_max,
                                     cfg.grid.sigma_b2_max)
-    return PhaseDiagramResult(compute_panels(cfg, log), timing)
+    return Result(None, None, timing, arrays=compute_panels(cfg, log))   # arrays: phase_diagram.npz's
 
 
 # --------------------------------------------------------------------------- figures
@@ -187,14 +180,14 @@ def plot_layers(data: dict, cfg: PhaseDiagramConfig) -> Figure:
     return fig
 
 
-def save(result: PhaseDiagramResult, cfg: PhaseDiagramConfig, out: Path) -> list[Path]:
+def save(result: Result, cfg: PhaseDiagramConfig, out: Path) -> list[Path]:
     """phase_diagram.npz, timing.json, figures/*.png under ``out`` (atomically, recorded in its manifest)."""
     from jaxinit.rundir import Manifest
     run = Manifest(out)
-    run.save_npz(Path(out) / "phase_diagram.npz", result.data)
+    run.save_npz(Path(out) / "phase_diagram.npz", result.arrays)
     if result.timing is not None:
         run.write_json(Path(out) / "timing.json", result.timing)
-    return _save_figures(result.data, cfg, out)
+    return _save_figures(result.arrays, cfg, out)
 
 
 def _save_figures(data: dict, cfg: PhaseDiagramConfig, out: Path) -> list[Path]:

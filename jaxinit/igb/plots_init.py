@@ -1,6 +1,6 @@
 """Figures of the study at init, from results only (no model code runs).
 
-`init_figures(cases)` -> ``{name: matplotlib Figure}`` from `InitResult.cases` (or the saved
+`init_figures(cases)` -> ``{name: matplotlib Figure}`` from `probe_init(...).arrays` (or the saved
 ``results/*.npz``): per input set the per-layer c against mean field, f_max against the IGB predictions
 (readout c, readout rho, the GP over each network's own kernel), gradient quantiles by class, gamma
 estimators, f_max histograms; and the finite-width sweep. Figures are `matplotlib.figure.Figure`

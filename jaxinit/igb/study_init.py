@@ -1,4 +1,4 @@
-"""`probe_init(cfg) -> InitResult`: every (input set, network) case at init against the theory, in memory.
+"""`probe_init(cfg) -> Result`: every (input set, network) case at init against the theory, in memory.
 
 For every (sigma_w2, sigma_b2) of the grid (vmapped, one draw shared by the grid) and ``probe.n_draws``
 draws: per-layer c, gamma and gamma_corr against `theory.meanfield.propagate`; f_max of a binary head
@@ -18,6 +18,7 @@ import jax
 import numpy as np
 
 from jaxinit.jsonsafe import to_json
+from jaxinit.result import Result
 from jaxinit.config import ConfigError
 from jaxinit.igb import sink, nets, predict, probe, width
 from jaxinit.igb import results as results_schema
@@ -41,14 +42,6 @@ class Case:
     @property
     def is_mlp(self) -> bool:
         return self.model in ("mlp", "resmlp")
-
-
-@dataclass
-class InitResult:
-    """``cases``: arrays per ``"<input>__<case>"`` (and ``"width"``); ``summary``: summary.json's dict."""
-    cases: dict[str, dict[str, np.ndarray]]
-    summary: dict
-    seconds: dict[str, float]
 
 
 def hash_name(name: str) -> int:
@@ -127,7 +120,7 @@ def _inputs(cfg: IGBInitConfig, k_inputs, skipped: dict):
 
 
 def probe_init(cfg: IGBInitConfig, on_case: Callable[[str, dict], None] | None = None,
-               cached: dict[str, dict] | None = None, progress: bool | None = None) -> InitResult:
+               cached: dict[str, dict] | None = None, progress: bool | None = None) -> Result:
     """Every case of ``cfg`` (see the module docstring); writes nothing itself."""
     cached = cached or {}
     results_schema.check_init(cached)   # a saved case of another shape is refused before any work
@@ -151,7 +144,8 @@ def probe_init(cfg: IGBInitConfig, on_case: Callable[[str, dict], None] | None =
         if on_case is not None and WIDTH_CASE not in cached:
             on_case(WIDTH_CASE, cases[WIDTH_CASE])
     bar.close()
-    return InitResult(cases, summarize_all(cases, skipped), seconds)
+    # arrays: per "<input>__<case>" (and "width"); timing: seconds per case computed here
+    return Result(summarize_all(cases, skipped), None, {"seconds_per_case": seconds}, arrays=cases)
 
 
 def summarize_all(cases: dict[str, dict], skipped: dict) -> dict:
