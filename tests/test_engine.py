@@ -11,6 +11,7 @@ import jax
 import numpy as np
 import pytest
 
+from nested import assert_close
 from jaxinit import forgetting
 from jaxinit.config import DataConfig, ModelConfig, OptConfig, SweepConfig, TrainConfig
 from jaxinit.config import ConfigError
@@ -77,22 +78,6 @@ def _machine() -> dict:
             "xla_flags": xla}
 
 
-def _close(a, b, path=""):
-    """Integers, strings and booleans equal; floats to 1e-3 (another machine's float code)."""
-    if isinstance(a, dict):
-        assert set(a) == set(b), path
-        for k in a:
-            _close(a[k], b[k], f"{path}.{k}")
-    elif isinstance(a, list):
-        assert len(a) == len(b), path
-        for i, (x, y) in enumerate(zip(a, b)):
-            _close(x, y, f"{path}[{i}]")
-    elif isinstance(a, float) and isinstance(b, float):
-        assert a == pytest.approx(b, rel=1e-3, abs=1e-4), path
-    else:
-        assert a == b, path
-
-
 def test_the_smoke_preset_writes_what_it_wrote_before_the_engine(tmp_path):
     """summary.json and metrics.jsonl of `--preset smoke` against those written by the code before the
     engine (commit d4a7362 through the command line, with this suite's XLA flags, on the machine recorded in
@@ -108,4 +93,4 @@ def test_the_smoke_preset_writes_what_it_wrote_before_the_engine(tmp_path):
             assert hashlib.sha256(new).hexdigest() == hashlib.sha256(old).hexdigest(), name
         else:
             lines = lambda b: [json.loads(x) for x in b.decode().splitlines() if x.strip()]
-            _close(lines(new), lines(old), name)
+            assert_close(lines(new), lines(old), name, rel=1e-3, abs_=1e-4)

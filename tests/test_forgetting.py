@@ -11,6 +11,7 @@ from pathlib import Path
 import pytest
 
 from experiments import forgetting
+from nested import assert_close
 from jaxinit.tools import standin
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -149,22 +150,6 @@ def test_paper_preset_starts_on_a_tiny_stand_in(tmp_path):
     assert cfg["model"]["name"] == "resnet9" and cfg["data"]["augment"] is True
 
 
-def _close(a, b, path=""):
-    """Equal structure; equal ints, bools, strings; floats equal to float32 accumulation-order noise."""
-    if isinstance(a, dict):
-        assert a.keys() == b.keys(), path
-        for k in a:
-            _close(a[k], b[k], f"{path}.{k}")
-    elif isinstance(a, list):
-        assert len(a) == len(b), path
-        for i, (x, y) in enumerate(zip(a, b)):
-            _close(x, y, f"{path}[{i}]")
-    elif isinstance(a, float) and isinstance(b, float):
-        assert a == pytest.approx(b, rel=1e-5, abs=1e-7), path
-    else:
-        assert a == b, path
-
-
 @pytest.mark.slow
 def test_members_sharded_over_four_devices_give_the_one_device_summary(tmp_path):
     # Not bit for bit: XLA fuses Adam's elementwise update differently in the partitioned program (one ulp
@@ -180,7 +165,7 @@ def test_members_sharded_over_four_devices_give_the_one_device_summary(tmp_path)
                    check=True, capture_output=True)
     assert json.loads((four / "run.json").read_text())["devices"] == 4
     s1, s4 = (json.loads((d / "summary.json").read_text()) for d in (one, four))
-    _close(s4, s1)
+    assert_close(s4, s1)
     for m1, m4 in zip(s1["members"], s4["members"]):     # what the study reports is exactly the same
         for key in ("best_epoch", "test_acc_at_best", "train_acc_at_best", "tau_interp"):
             assert m1[key] == m4[key]
