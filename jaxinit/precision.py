@@ -15,8 +15,10 @@
   (``force_float32_reductions``), so the running statistics keep their float32 dtype. bfloat16 keeps
   float32's exponent range, so no loss scaling is needed (the same paper; Kalamkar et al. 2019).
 
-The choice is part of the compile cache key of `jaxinit.train.compiled.Compiler` and is recorded in
-run.json (`record`).
+`bind` gives a model's functions (init, step, evaluation) for a precision in one call: each bound to the
+model that computes in its dtype (`policy_model`) and traced under its matmul precision (`under`). The
+choice is part of the compile cache key of `jaxinit.train.compiled.Compiler` and is recorded in run.json
+(`record`).
 """
 from __future__ import annotations
 
@@ -74,6 +76,13 @@ def policy_model(model: Any, name: str) -> Any:
         logits, new_state = inner(_to(jnp.bfloat16, params), state, _to(jnp.bfloat16, x), train=train)
         return logits.astype(jnp.float32), new_state
     return model._replace(apply=apply)
+
+
+def bind(name: str, model: Any, *fns: Callable) -> tuple[Callable, ...]:
+    """Each ``fn(model, *args)`` as ``fn(*args)`` of ``model`` computing in ``name``'s dtype (`policy_model`),
+    traced under its matmul precision (`under`)."""
+    policy = policy_model(model, name)
+    return tuple(under(name, functools.partial(fn, policy)) for fn in fns)
 
 
 def record(name: str) -> dict:

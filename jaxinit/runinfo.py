@@ -8,6 +8,8 @@
   mixed from two configs, models or numeric environments. config.json itself stays editable (it is
   recorded without a digest): a hand edit is caught here, by name, instead of being reused. A run made
   before fingerprints existed adopts the current one on its first resume (nothing to compare with).
+- `fingerprint`: what a study computes once for its run -- the SHA-256 of its config (`config_fingerprint`,
+  stamped into every checkpoint) and the parts fingerprint.json records -- for the forgetting and the IGB study alike.
 - `comparable`: a config dict as fingerprints and same-config comparisons see it (fields added since,
   at their defaults, left out), so a run made before a field existed continues.
 - `write_run_info`: run.json's timings replaced, its provenance segments (`rundir.append_provenance`)
@@ -18,12 +20,13 @@
 from __future__ import annotations
 
 import dataclasses
+import hashlib
 import json
 import re
 from pathlib import Path
 from typing import Any, Iterable
 
-from jaxinit.config import ConfigError
+from jaxinit.config import ConfigError, to_dict
 from jaxinit.files import safe_path
 
 FINGERPRINT = "fingerprint.json"
@@ -118,6 +121,27 @@ def comparable(data: dict) -> dict:
         if isinstance(sub, dict) and key in sub and _is_default(sub[key], default):
             out[section] = {k: v for k, v in sub.items() if k != key}
     return out
+
+
+def _digest(config: dict) -> str:
+    return hashlib.sha256(json.dumps(config, sort_keys=True).encode()).hexdigest()
+
+
+def config_fingerprint(cfg) -> str:
+    """SHA-256 of the config (fields added since, at their defaults, left out: `comparable`)."""
+    return _digest(comparable(to_dict(cfg)))
+
+
+def fingerprint(cfg, model: Any = None, resolved: Any = None) -> tuple[str, dict]:
+    """(`config_fingerprint`, the parts fingerprint.json records): the config, the numeric environment and,
+    where the study trains a ``resolved`` `jaxinit.models.Model` (the forgetting study), the user's ``model``
+    as `describe_model` sees it (None for the registry's: ``cfg.model`` names it)."""
+    from jaxinit.provenance import numeric_environment
+    config = comparable(to_dict(cfg))
+    parts = {"config": config, "environment": numeric_environment()}
+    if resolved is not None:
+        parts["model"] = describe_model(model, resolved)
+    return _digest(config), parts
 
 
 _ADDRESS = re.compile(r" at 0x[0-9a-fA-F]+")

@@ -298,7 +298,7 @@ def _signal_from(monkeypatch, owner, name):
 def test_sigterm_in_any_phase_stops_with_143_and_one_line(run_copy, capsys, monkeypatch, phase):
     from jaxinit.forgetting import plotting
     from jaxinit.train import sink
-    owner, name = {"set-up": (loop, "build_sweep"), "end of training": (sink.RunFiles, "finish"),
+    owner, name = {"set-up": (loop, "study"), "end of training": (sink.RunFiles, "finish"),
                    "figures": (plotting, "make_all")}[phase]
     _signal_from(monkeypatch, owner, name)
     capsys.readouterr()

@@ -1,8 +1,8 @@
 """The forgetting study on the engine: `fit(config, workdir=None, model=None) -> Result`, in memory or into a
-run directory. This module turns a `ForgettingConfig` into the engine's groups and plan
-(`jaxinit.train.engine`), evaluates loss and accuracy per split (`jaxinit.train.evaluate`) and
-summarises the rows (`memory.summarize`); the loop, checkpoints, resume, strategies and devices are the
-engine's.
+run directory. This module turns a `ForgettingConfig` into one `jaxinit.train.engine.Study` (`study`: the
+data, the groups and plan, the run's fingerprint, loss and accuracy per split from `jaxinit.train.evaluate`,
+the summary of the rows from `memory.summarize`) and hands it to `engine.fit`; the loop, checkpoints,
+resume, strategies and devices are the engine's.
 
     from jaxinit import forgetting
     res = forgetting.fit(forgetting.preset("smoke"))          # in memory: no file is written
@@ -32,9 +32,6 @@ scipy or tyro.
 """
 from __future__ import annotations
 
-import dataclasses
-import hashlib
-import json
 import math
 from pathlib import Path
 from typing import Any
@@ -42,19 +39,70 @@ from typing import Any
 import numpy as np
 
 from jaxinit import data as data_lib
-from jaxinit import distributed
-from jaxinit.config import ConfigError, to_dict
-from jaxinit.runinfo import comparable
+from jaxinit import runinfo
+from jaxinit.config import ConfigError
 from jaxinit.forgetting import memory
 from jaxinit.optim import HEAVY_BALL_KINDS, resolve_setting
-from jaxinit.train import engine
-from jaxinit.train.engine import Group, Plan, Result, Sweep, has_conv
-from jaxinit.train.evaluate import eval_splits, evaluate_all, member_learning_rates
-from jaxinit.train.members import lr_label, make_members, member_mesh
+from jaxinit.runinfo import config_fingerprint  # noqa: F401  (loop.config_fingerprint: the run's, as before)
+from jaxinit.train import engine, evaluate
+from jaxinit.train.engine import Plan, Result, Sweep
+from jaxinit.train.evaluate import member_learning_rates
+from jaxinit.train.members import make_groups
 from jaxinit.train.timing import Clock
 
 
+# --------------------------------------------------------------------------- fit
+def fit(cfg, workdir: str | Path | None = None, model=None, *, resume: bool = False, progress: bool = True) -> Result:
+    """Train every member of ``cfg.sweep``; see the module docstring. ``model``: a flax module (or a
+    `jaxinit.models.Model`) replacing ``cfg.model``'s registry model. ``progress``: a bar on a terminal,
+    one line per epoch on a stderr that is not one."""
+    clock = Clock()           # the run's set-up (run.json's setup_s) starts with loading the data
+    spec = study(cfg, model)
+    return engine.fit(spec, workdir, resume=resume, progress=progress, clock=clock)
+
+
+def study(cfg, model=None, ds=None, steps_per_epoch: int | None = None) -> engine.Study:
+    """The study as the engine runs it: `sweep_parts`, the run's fingerprint (`jaxinit.runinfo.fingerprint`:
+    config, numeric environment and a user's ``model``), loss and accuracy per split
+    (`jaxinit.train.evaluate.evaluator`) and the summary (`summarize`)."""
+    t = cfg.train
+    ds, groups, plan, options = sweep_parts(cfg, model, ds, steps_per_epoch)
+    digest, parts = runinfo.fingerprint(cfg, model, groups[0].model)
+    return engine.Study(ds, groups, plan, options,
+                        evaluator=lambda sweep: evaluate.evaluator(sweep, t.eval_batch_size, t.eval_train_subset),
+                        summarize=lambda sweep, rows: (summarize(cfg, sweep, rows), None), fingerprint=digest,
+                        parts=parts)
+
+
+def build_sweep(cfg, model=None, ds=None, steps_per_epoch: int | None = None) -> Sweep:
+    """The study's sweep (`engine.build` of `sweep_parts`), without training it: what the tools time."""
+    ds, groups, plan, options = sweep_parts(cfg, model, ds, steps_per_epoch)
+    return engine.build(ds, groups, plan, **options)
+
+
 # --------------------------------------------------------------------------- the sweep
+def sweep_parts(cfg, model=None, ds=None, steps_per_epoch: int | None = None) -> tuple[Any, list, Plan, dict]:
+    """(data, groups, plan, `engine.build`'s options): the data loaded and checked, the model and the
+    settings resolved, one group per setting (and swept learning rate).
+
+    ``ds`` replaces the data set of ``cfg.data`` and ``steps_per_epoch`` the epoch length (the benchmark
+    times the training path on synthetic data this way)."""
+    t = cfg.train
+    ds = data_lib.load_dataset(cfg.data) if ds is None else ds
+    n_train = int(ds.x_train.shape[0])
+    _check_sizes(cfg, n_train)
+    lrs = _swept_lrs(cfg)
+    plan = Plan(epochs=t.epochs, eval_every=t.eval_every, checkpoint_every=t.checkpoint_every,
+                async_checkpoint=t.async_checkpoint, precision=t.precision, eval_train_subset=t.eval_train_subset)
+    spe = steps_per_epoch or data_lib.steps_per_epoch(n_train, t.batch_size)
+    # BatchNorm calibration batch at init (step.calibrate_statistics): the first examples of the split.
+    options = dict(batch_size=t.batch_size, steps_per_epoch=spe, strategy=t.strategy, chunk=t.chunk,
+                   augment=cfg.data.augment, calib=min(n_train, 4 * t.batch_size))
+    key, mdl = resolve_model(cfg, tuple(ds.input_shape), int(ds.n_classes), model)
+    settings = [resolve_setting(label, cfg.opt) for label in cfg.sweep.optimizers]
+    return ds, make_groups(settings, cfg.sweep.sigma_w, cfg.sweep.seeds, lrs, key, mdl), plan, options
+
+
 def resolve_model(cfg, input_shape: tuple, n_classes: int, model=None) -> tuple[Any, Any]:
     """(structure key, `Model`): the registry's model of ``cfg.model``, or a user's flax module / `Model`."""
     from jaxinit.models import Model, from_flax, make_model
@@ -64,37 +112,6 @@ def resolve_model(cfg, input_shape: tuple, n_classes: int, model=None) -> tuple[
         return ("model", id(model)), model
     scope = cfg.model.sigma_w_scope
     return ("module", id(model), scope, input_shape), from_flax(model, input_shape, cfg.model.base_init, sigma_w_scope=scope)
-
-
-def plan_of(cfg) -> Plan:
-    t = cfg.train
-    return Plan(epochs=t.epochs, eval_every=t.eval_every, checkpoint_every=t.checkpoint_every,
-                async_checkpoint=t.async_checkpoint, precision=t.precision, eval_train_subset=t.eval_train_subset)
-
-
-def build_sweep(cfg, model=None, ds=None, steps_per_epoch: int | None = None) -> Sweep:
-    """Load data, resolve settings, model and strategy, and split each setting's members into chunks.
-
-    ``ds`` replaces the data set of ``cfg.data`` and ``steps_per_epoch`` the epoch length (the benchmark
-    times the training path on synthetic data this way)."""
-    ds = distributed.replicate(data_lib.load_dataset(cfg.data) if ds is None else ds, member_mesh())
-    n_train = int(ds.x_train.shape[0])
-    _check_sizes(cfg, n_train)
-    spe = steps_per_epoch or data_lib.steps_per_epoch(n_train, cfg.train.batch_size)
-    key, mdl = resolve_model(cfg, tuple(ds.input_shape), int(ds.n_classes), model)
-    lrs = _swept_lrs(cfg)
-    members = make_members(cfg.sweep.optimizers, cfg.sweep.sigma_w, cfg.sweep.seeds, lrs)
-    groups = []
-    for setting in (resolve_setting(label, cfg.opt) for label in cfg.sweep.optimizers):
-        for label, lr in ([(lr_label(setting.label, lr), lr) for lr in lrs] if lrs else [(setting.label, None)]):
-            # a swept lr is the member's traced value; the group's setting carries it for the clocks and rows
-            group_setting = setting if lr is None else dataclasses.replace(setting, label=label, lr=float(lr))
-            groups.append(Group(label, group_setting, [m for m in members if m.optimizer == label], key, mdl))
-    # BatchNorm calibration batch at init (step.calibrate_statistics): the first examples of the split.
-    x_calib = ds.x_train[:min(n_train, 4 * cfg.train.batch_size)]
-    return engine.build(ds, groups, plan_of(cfg), batch_size=cfg.train.batch_size, steps_per_epoch=spe,
-                        strategy=cfg.train.strategy, chunk=cfg.train.chunk, augment=cfg.data.augment, x_calib=x_calib,
-                        conv=has_conv(mdl))
 
 
 def _swept_lrs(cfg) -> tuple[float, ...]:
@@ -120,12 +137,6 @@ def check_setup(cfg) -> None:
     _check_sizes(cfg, int(data_lib.load_dataset(cfg.data).x_train.shape[0]))
 
 
-def evaluator(cfg, sweep: Sweep):
-    """``evaluate(states, epoch) -> rows``: loss and accuracy per split, norms and update sums per member."""
-    splits = eval_splits(sweep.ds, cfg.train.eval_batch_size, cfg.train.eval_train_subset)
-    return lambda states, epoch: evaluate_all(sweep.groups, states, splits, epoch)
-
-
 # --------------------------------------------------------------------------- summary
 def clock_inputs(sweep: Sweep) -> tuple[dict, dict]:
     """Per member (lambda of T_L2, heavy-ball mu of the effective step), from its setting."""
@@ -149,30 +160,3 @@ def summarize(cfg, sweep: Sweep, rows: list[dict]) -> dict:
     etas, l2, mu = clock_args(sweep, rows)
     info = [{"member": m.index, "optimizer": m.optimizer, "sigma_w": m.sigma_w, "seed": m.seed} for m in sweep.members]
     return memory.summarize(rows, info, etas, cfg.train.batch_size, l2, mu)
-
-
-def config_fingerprint(cfg) -> str:
-    """SHA-256 of the config (fields added since, at their defaults, left out: `jaxinit.runinfo.comparable`)."""
-    return hashlib.sha256(json.dumps(comparable(to_dict(cfg)), sort_keys=True).encode()).hexdigest()
-
-
-# --------------------------------------------------------------------------- fit
-def fit(cfg, workdir: str | Path | None = None, model=None, *, resume: bool = False, progress: bool = True) -> Result:
-    """Train every member of ``cfg.sweep``; see the module docstring. ``model``: a flax module (or a
-    `jaxinit.models.Model`) replacing ``cfg.model``'s registry model. ``progress``: a bar on a terminal,
-    one line per epoch on a stderr that is not one."""
-    clock = Clock()
-    sweep = build_sweep(cfg, model)
-    sink = engine.open_sink(workdir, sweep, config_fingerprint(cfg), resume, _fingerprint_parts(cfg, sweep, model),
-                            clock)
-    rows, states = engine.run(sweep, evaluator(cfg, sweep), sink, clock, progress)
-    summary = summarize(cfg, sweep, rows) if distributed.is_writer() else None
-    return engine.finish(sweep, states, rows, summary, sink, clock)
-
-
-def _fingerprint_parts(cfg, sweep: Sweep, model) -> dict:
-    """The run's fingerprint (`jaxinit.runinfo`): config, numeric environment and a user's model."""
-    from jaxinit import rundir, runinfo
-    mdl = resolve_model(cfg, tuple(sweep.ds.input_shape), int(sweep.ds.n_classes), model)[1]
-    return {"config": comparable(to_dict(cfg)), "environment": rundir.numeric_environment(),
-            "model": runinfo.describe_model(model, mdl)}

@@ -8,31 +8,26 @@ held fixed for every phase, so that no phase gets its own tuning; (2) one point 
 (`jaxinit.igb.phases`, ``phases.seeds`` seeds, paired draws) and, for the first optimizer at
 ``grid.depths``, a (sigma_w2, sigma_b2) grid. Both stages are one engine sweep each
 (`jaxinit.train.engine`), every case a group of traced members (one compile per case, whatever its
-rates), every case on the same batches. The first stage runs in memory (it is short and
-deterministic: a resumed run repeats it exactly); the second, given a ``workdir``, writes metrics.jsonl
-per evaluation and step-level checkpoints, so a run killed anywhere resumes to the same bytes. The
+rates), every case on the same batches, each stage one `jaxinit.train.engine.Study` handed to `engine.fit`.
+The first stage runs in memory (it is short and deterministic: a resumed run repeats it exactly); the
+second (`phase_study`), given a ``workdir``, writes metrics.jsonl per evaluation and step-level
+checkpoints, so a run killed anywhere resumes to the same bytes. The
 result's ``arrays`` hold one dict of arrays per case (``"<act>__d<depth>__<optimizer>"``), the schema of
 `jaxinit.igb.results` that the summary and the figures read.
 """
 from __future__ import annotations
 
-import hashlib
-import json
 from pathlib import Path
 
-import jax
 import numpy as np
 
-from jaxinit import distributed
-from jaxinit.config import to_dict
+from jaxinit import runinfo
 from jaxinit.igb import nets, phases, summary_train, train
 from jaxinit.igb.config_train import ACTS, IGBTrainConfig
 from jaxinit.models.deep import DeepMLP
-from jaxinit.runinfo import comparable
 from jaxinit.train import engine
 from jaxinit.train.engine import Group, Plan, Result
-from jaxinit.train.members import Member
-from jaxinit.train.timing import Clock
+from jaxinit.train.members import Member, chunk_to_stacked, init_chunk
 
 SWEEP_SEED0 = 1000      # sweep seeds: 1000, 1001, ... (phase runs use 0, 1, ...)
 
@@ -101,11 +96,6 @@ def _groups(table: dict[str, dict], nets_: dict[str, nets.Net], cfg) -> tuple[li
     return groups, info
 
 
-def _sweep(cfg, data: dict, groups: list[Group], plan: Plan):
-    return train.build(data, groups, plan, batch_size=cfg.train.batch_size, data_seed=cfg.train.seed,
-                       strategy=cfg.train.strategy, chunk=cfg.train.chunk)
-
-
 def sweep_lrs(cfg: IGBTrainConfig, data: dict, nets_: dict, progress: bool) -> dict[str, tuple[float, dict]]:
     """Per case: the learning rate for every phase, chosen at the EOC, and the sweep's arrays."""
     table, grids = {}, {}
@@ -125,16 +115,23 @@ def sweep_lrs(cfg: IGBTrainConfig, data: dict, nets_: dict, progress: bool) -> d
         return chosen
     groups, info = _groups(table, nets_, cfg)
     n = cfg.opt.lr_sweep_steps
-    sweep = _sweep(cfg, data, groups, Plan(epochs=n, eval_every=n))
-    rows, _ = engine.run(sweep, train.evaluator(sweep, train.eval_sets(data), info), None, Clock(), progress)
-    for g in groups:
-        arr = train.case_arrays(rows, [m.index for m in g.members])
-        lrs, shape = grids[g.label], (len(grids[g.label]), cfg.opt.lr_sweep_seeds)
-        score_split = "val" if "val_acc" in arr else "test"
-        out = {"sweep_lr": lrs, "sweep_val_acc": arr[f"{score_split}_acc"][-1].reshape(shape),
-               "sweep_test_acc": arr["test_acc"][-1].reshape(shape), "sweep_alive": arr["alive"][-1].reshape(shape)}
-        chosen[g.label] = (float(lrs[choose_lr(out["sweep_val_acc"], out["sweep_alive"])]), out)
+
+    def summarize(sweep, rows):
+        return None, {g.label: sweep_arrays(rows, g, grids[g.label], cfg.opt.lr_sweep_seeds) for g in groups}
+    spec = train.study(cfg.train, data, groups, Plan(epochs=n, eval_every=n), info, summarize)
+    for name, out in engine.fit(spec, progress=progress).arrays.items():
+        chosen[name] = (float(out["sweep_lr"][choose_lr(out["sweep_val_acc"], out["sweep_alive"])]), out)
     return chosen
+
+
+def sweep_arrays(rows: list[dict], group: Group, lrs: np.ndarray, n_seeds: int) -> dict[str, np.ndarray]:
+    """A case's sweep at its last step, (rates x seeds): validation accuracy (test where there is no validation
+    split), test accuracy and whether each member is alive."""
+    arr = train.case_arrays(rows, [m.index for m in group.members])
+    shape = (len(lrs), n_seeds)
+    score_split = "val" if "val_acc" in arr else "test"
+    return {"sweep_lr": lrs, "sweep_val_acc": arr[f"{score_split}_acc"][-1].reshape(shape),
+            "sweep_test_acc": arr["test_acc"][-1].reshape(shape), "sweep_alive": arr["alive"][-1].reshape(shape)}
 
 
 def choose_lr(val_acc, alive) -> int:
@@ -144,10 +141,6 @@ def choose_lr(val_acc, alive) -> int:
     return int(np.argmax(score))
 
 
-def config_fingerprint(cfg) -> str:
-    return hashlib.sha256(json.dumps(comparable(to_dict(cfg)), sort_keys=True).encode()).hexdigest()
-
-
 def train_phases(cfg: IGBTrainConfig, workdir: str | Path | None = None, *, resume: bool = False,
                  progress: bool = True) -> Result:
     """Every case of ``cfg`` (see the module docstring); files only with a ``workdir``."""
@@ -155,31 +148,37 @@ def train_phases(cfg: IGBTrainConfig, workdir: str | Path | None = None, *, resu
     nets_ = {f"{act}__d{depth}": nets.make_net(DeepMLP(n_classes, cfg.model.width, depth, act), shape)
              for act in cfg.model.acts for depth in cfg.model.depths}
     chosen = sweep_lrs(cfg, data, nets_, progress)
+    spec = phase_study(cfg, data, nets_, chosen, checkpoints=workdir is not None)
+    return engine.fit(spec, workdir, resume=resume, progress=progress)
+
+
+def phase_study(cfg: IGBTrainConfig, data: dict, nets_: dict, chosen: dict, checkpoints: bool) -> engine.Study:
+    """The second stage as the engine runs it: every case's members (`case_members`) at its chosen rate, the
+    run's fingerprint (`jaxinit.runinfo.fingerprint`: config and numeric environment) and the summary: per
+    case the arrays of `jaxinit.igb.results` (`_results`, with the members' signals at init) and summary.json
+    (`summary_train.summarize_all`)."""
     table = {name: case_members(act, depth, opt, chosen[name][0], cfg) for name, act, depth, opt in cases(cfg)}
     groups, info = _groups(table, nets_, cfg)
     t = cfg.train
     plan = Plan(epochs=t.steps, eval_every=t.eval_every, dense_until=t.dense_until,
-                checkpoint_every=t.checkpoint_every if workdir is not None else 0)
-    sweep = _sweep(cfg, data, groups, plan)
-    clock = Clock()
-    sink = engine.open_sink(workdir, sweep, config_fingerprint(cfg), resume, _fingerprint_parts(cfg), clock)
-    signals = _init_signals(sweep, data, nets_)
-    rows, states = engine.run(sweep, train.evaluator(sweep, train.eval_sets(data), info), sink, clock, progress)
-    results = _results(cfg, sweep, rows, table, chosen, signals)
-    summary = summary_train.summarize_all(results, cfg.train) if distributed.is_writer() else None
-    return engine.finish(sweep, states, rows, summary, sink, clock, arrays=results)
+                checkpoint_every=t.checkpoint_every if checkpoints else 0)
+
+    def summarize(sweep, rows):
+        results = _results(cfg, sweep, rows, table, chosen, _init_signals(sweep, data, nets_))
+        return summary_train.summarize_all(results, cfg.train), results
+    digest, parts = runinfo.fingerprint(cfg)
+    return train.study(t, data, groups, plan, info, summarize, digest, parts)
 
 
 def _init_signals(sweep, data: dict, nets_: dict) -> dict[str, np.ndarray]:
-    """Per case, `train.init_signals` of its members at init on the first 256 training inputs."""
-    states = engine.init_states(sweep)
+    """Per case, `train.init_signals` of its members at init on the first 256 training inputs (one chunk's initial
+    state at a time, beside the trained ones)."""
     x, y = data["x_train"][:256], data["y_train"][:256]
     out = {}
     for label, chunks in sweep.groups.items():
         net = nets_["__".join(label.split("__")[:2])]
-        parts = [train.init_signals(net, s.params if c.batched else jax.tree.map(lambda a: a[None], s.params), x, y)
-                 for c, s in zip(chunks, states[label])]
-        out[label] = np.concatenate(parts)
+        out[label] = np.concatenate([train.init_signals(net, chunk_to_stacked(c, init_chunk(c, sweep.x_calib)).params,
+                                                        x, y) for c in chunks])
     return out
 
 
@@ -191,26 +190,19 @@ def _results(cfg, sweep, rows: list[dict], table: dict, chosen: dict, signals: d
                "act": np.array(act), "depth": np.array(depth), "optimizer": np.array(optimizer),
                "width": np.array(cfg.model.width)}
         if (table[name]["role"] == "grid").any():
-            res.update(theory_diagram(act, depth, cfg))
+            m = table[name]
+            res.update(theory_diagram(act, depth, m["sigma_w2"], m["sigma_b2"], cfg.train.phase_res))
         results[name] = res
     return results
 
 
-def _fingerprint_parts(cfg) -> dict:
-    from jaxinit import rundir
-    return {"config": comparable(to_dict(cfg)), "environment": rundir.numeric_environment()}
-
-
-def theory_diagram(act: str, depth: int, cfg: IGBTrainConfig) -> dict[str, np.ndarray]:
-    """Theory phase diagram on a grid spanning the trained one (saved, so figures need no theory run)."""
+def theory_diagram(act: str, depth: int, sigma_w2, sigma_b2, res: int) -> dict[str, np.ndarray]:
+    """Theory phase diagram (``res`` x ``res``) on a grid spanning the trained points ``sigma_w2``, ``sigma_b2`` (the
+    case's grid and phase points; saved, so figures need no theory run)."""
     from theory import meanfield as mf
     from theory import phase
-    points = phases.phase_points(act, cfg.phases.sigma_b2, cfg.phases.ordered_factor, cfg.phases.chaotic_factor,
-                                 cfg.phases.neutral_factor)
-    sw_all = cfg.grid.sigma_w2 + tuple(w for _, w in points)
-    sb_all = cfg.grid.sigma_b2 + (cfg.phases.sigma_b2,)
-    sw = np.geomspace(min(sw_all) / 1.3, max(sw_all) * 1.3, cfg.train.phase_res)
-    sb = np.geomspace(max(min(sb_all), 1e-3) / 1.5, max(sb_all) * 1.5, cfg.train.phase_res)
+    sw = np.geomspace(np.min(sigma_w2) / 1.3, np.max(sigma_w2) * 1.3, res)
+    sb = np.geomspace(max(np.min(sigma_b2), 1e-3) / 1.5, np.max(sigma_b2) * 1.5, res)
     codes = sorted(phase.PHASE_LEGEND)
     return {"pd_sigma_w2": sw, "pd_sigma_b2": sb, "pd_phase": np.asarray(phase.phase_diagram(act, sw, sb, depth)["phase"]),
             "pd_codes": np.array(codes), "pd_names": np.array([phase.PHASE_LEGEND[c] for c in codes]),

@@ -156,19 +156,39 @@ def group(name: str, optimizer: str, net: nets.Net, members: list) -> "Group":
     return Group(name, setting(optimizer, members[0].lr), list(members), ("igb_net", net), net_model(net))
 
 
-def build(data: dict, groups: list, plan, *, batch_size: int, data_seed: int, strategy: str = "vmap",
-          chunk: int = 4):
-    """The engine sweep of ``groups``: one training step per engine epoch, the batch of step s drawn from
-    ``fold_in(fold_in(key(data_seed), DATA_STREAM), s)`` for every member (`step.shared_draw`)."""
-    from jaxinit.train import engine
+def options(data: dict, *, batch_size: int, data_seed: int, strategy: str = "vmap", chunk: int = 4) -> dict:
+    """`jaxinit.train.engine.build`'s options of the study: one training step per engine epoch, the batch of step
+    s drawn from ``fold_in(fold_in(key(data_seed), DATA_STREAM), s)`` for every member (`step.shared_draw`), the
+    per-class evaluation (`eval_per_class`), no BatchNorm to calibrate (one example), no convolution."""
     from jaxinit.train.step import shared_draw
     key = jax.random.fold_in(jax.random.key(data_seed), DATA_STREAM)
     n = int(data["x_train"].shape[0])
     order = lambda seed, epoch: shared_draw(key, batch_size, n, seed, epoch)
-    return engine.build(Flat(data["x_train"], data["y_train"]), groups, plan, batch_size=batch_size,
-                        steps_per_epoch=1, strategy=strategy, chunk=chunk, x_calib=data["x_train"][:1], order=order,
-                        order_key=("shared_draw", data_seed, batch_size), eval_fn=eval_per_class,
-                        eval_key="per_class", conv=False)
+    return dict(batch_size=batch_size, steps_per_epoch=1, strategy=strategy, chunk=chunk, calib=1, order=order,
+                order_key=("shared_draw", data_seed, batch_size), eval_fn=eval_per_class, eval_key="per_class",
+                conv=False)
+
+
+def study(t, data: dict, groups: list, plan, info: dict[int, dict], summarize=None, fingerprint: str | None = None,
+          parts: dict | None = None):
+    """The engine's `jaxinit.train.engine.Study` of ``groups`` on ``data`` under the study's training config ``t``
+    (`jaxinit.igb.config_train.TrainLoopConfig`: batch size, data seed, strategy, chunk; `options`), evaluated per
+    member (`evaluator` on `eval_sets`; ``info[member]``: its row fields), with the study's ``summarize`` hook and
+    fingerprint."""
+    from jaxinit.train.engine import Study
+    sets = eval_sets(data)
+    return Study(Flat(data["x_train"], data["y_train"]), groups, plan,
+                 evaluator=lambda sweep: evaluator(sweep, sets, info),
+                 options=options(data, batch_size=t.batch_size, data_seed=t.seed, strategy=t.strategy, chunk=t.chunk),
+                 summarize=summarize, fingerprint=fingerprint, parts=parts)
+
+
+def build(data: dict, groups: list, plan, *, batch_size: int, data_seed: int, strategy: str = "vmap",
+          chunk: int = 4):
+    """The engine sweep of ``groups`` (`options`), without training it."""
+    from jaxinit.train import engine
+    return engine.build(Flat(data["x_train"], data["y_train"]), groups, plan,
+                        **options(data, batch_size=batch_size, data_seed=data_seed, strategy=strategy, chunk=chunk))
 
 
 def eval_steps(n_steps: int, every: int, dense_until: int) -> list[int]:

@@ -282,8 +282,3 @@ def _median(xs: list[float]) -> float:
     s = sorted(xs)
     n = len(s)
     return s[n // 2] if n % 2 else 0.5 * (s[n // 2 - 1] + s[n // 2])
-
-
-def finite_or_none(x: Any) -> Any:
-    """A float that JSON can hold (NaN / infinity -> None); other values unchanged."""
-    return None if isinstance(x, float) and not math.isfinite(x) else x

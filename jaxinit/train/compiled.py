@@ -59,7 +59,7 @@ class Compiler:
         (default: its own permutation of the split, `step.member_permutation`), identified by
         ``order_key``. ``eval_fn(model, state, batch)``: one member's evaluation of an `EvalBatch`
         (default `step.eval_chunk`: summed loss and correct count), identified by ``eval_key``.
-        ``precision`` (`jaxinit.precision`): init, step and eval are traced under its matmul precision
+        ``precision`` (`jaxinit.precision.bind`): init, step and eval are traced under its matmul precision
         and run the model in its compute dtype; parameters, optimizer state and loss stay float32.
         """
         shape = structure(setting)
@@ -76,29 +76,29 @@ class Compiler:
         def schedule(lr, count):
             return make_optimizer(shape, steps_per_epoch, epochs, input_shape, hyper=Hyper(lr, 0.0, 0.0))[1](count)
 
-        mdl = precision_lib.policy_model(model, precision)
-        init = precision_lib.under(precision, functools.partial(step_lib.init_member, mdl, make_tx))
-        train = precision_lib.under(precision, functools.partial(step_lib.train_step, mdl, make_tx, batch_size, augment))
+        init, train, ev = precision_lib.bind(precision, model, step_lib.init_member, step_lib.train_step,
+                                             eval_fn or step_lib.eval_chunk)
+        init = functools.partial(init, make_tx)
+        train = functools.partial(train, make_tx, batch_size, augment)
         if batched:
             # Per member: the state, its traced values and its batch order; shared: the data and the step index.
             init = jax.vmap(init, in_axes=(0, None))
             train = jax.vmap(train, in_axes=(0, 0, 0, None))
-        ev, nrm, perm = self._setting_free((model_key, input_shape, batched, precision, order_key, eval_key),
-                                           mdl, batched, precision, order, eval_fn)
+        ev, nrm, perm = self._setting_free((model_key, input_shape, batched, precision, order_key, eval_key), ev,
+                                           batched, order)
         fns = Compiled(jax.jit(self._counted("init", init)), jax.jit(self._counted("step", train), donate_argnums=0),
                        ev, nrm, perm, schedule)
         self._cache[key] = fns
         self._models[key] = model
         return fns
 
-    def _setting_free(self, key: tuple, model, batched: bool, precision: str, order, eval_fn) -> tuple:
+    def _setting_free(self, key: tuple, ev: Callable, batched: bool, order) -> tuple:
         """(eval, norms, order), shared by every setting of one model: they do not read the optimizer, so
         five settings compile them once, not five times (~5 s of the cpu preset's set-up)."""
         key = ("setting-free",) + key
         hit = self._cache.get(key)
         if hit is not None:
             return hit
-        ev = precision_lib.under(precision, functools.partial(eval_fn or step_lib.eval_chunk, model))
         nrm = step_lib.norms
         if batched:
             ev = jax.vmap(ev, in_axes=(0, None))

@@ -1,7 +1,10 @@
-"""The member-parallel training engine both studies run on: build a sweep, train it step-major, evaluate.
+"""The member-parallel training engine both studies run on: a study's sweep built, trained step-major, evaluated.
 
-    sweep = engine.build(ds, groups, plan, batch_size=128, strategy="auto")
-    result = engine.run(sweep, evaluate, workdir=None)
+    result = engine.fit(engine.Study(ds, groups, plan, options, evaluator, summarize), workdir=None)
+
+A *study* (`Study`) is what an experiment hands the engine in one object: its data, its groups, its plan,
+`build`'s options, its fingerprint and two hooks, its evaluation and its summary. `fit` does the rest:
+builds the sweep, opens the run directory's files, trains, summarises and writes the summary.
 
 A *group* (`Group`) is a set of members that share a model and an optimizer structure: an optimizer
 setting of the forgetting study, a (network, optimizer) case of the IGB study. Each group's members
@@ -31,9 +34,10 @@ import numpy as np
 
 from jaxinit import distributed, interrupt
 from jaxinit.optim import OptSetting
-from jaxinit.train.compiled import Compiler
-from jaxinit.train.members import (Chunk, Member, chunk_size, default_strategy, init_chunk, member_mesh, shard_members,
-                                   split_chunks, stack)
+from jaxinit.result import Result  # noqa: F401  (what `fit` returns; engine.Result as before)
+from jaxinit.train.compiled import Compiled, Compiler
+from jaxinit.train import members as members_lib
+from jaxinit.train.members import Chunk, Group, Member, has_conv, member_mesh, split_groups, stack  # noqa: F401
 from jaxinit.train.step import StepData
 from jaxinit.train.timing import Clock
 
@@ -55,16 +59,6 @@ class Plan(NamedTuple):
         return bool(self.checkpoint_every) and (epoch % self.checkpoint_every == 0 or epoch == self.epochs)
 
 
-class Group(NamedTuple):
-    """Members that share a model and an optimizer structure (``setting``: its values are the defaults of
-    the members' traced ones); ``model_key`` identifies the model's structure for the compile cache."""
-    label: str
-    setting: OptSetting
-    members: list[Member]
-    model_key: Any
-    model: Any
-
-
 class Sweep(NamedTuple):
     """Everything static about a run: data, members and their compiled chunks per group."""
     ds: Any
@@ -78,60 +72,52 @@ class Sweep(NamedTuple):
     compiler: Compiler
 
 
-class Result(NamedTuple):
-    """What every experiment returns (in memory; with a directory the same is also on disk).
-
-    ``summary``: the summary.json dict (None on processes other than 0); ``rows``: the metrics rows;
-    ``timing``: run.json's timing; ``states``: {group: member-stacked final TrainState}; ``sweep``: the
-    `Sweep` (None where the experiment trains several); ``arrays``: named numpy arrays a study keeps
-    beside its rows (the IGB study's per-case results)."""
-    summary: dict | None
-    rows: list[dict] | None
-    timing: dict
-    states: dict[str, Any] | None = None
-    sweep: Sweep | None = None
-    arrays: dict[str, Any] | None = None
-
-
-def has_conv(model) -> bool:
-    """Any kernel with a spatial window (ndim > 2 once stacked layer axes are set aside)."""
-    from jaxinit.init import is_kernel, stacked_axes
-    params, _ = jax.eval_shape(model.init, jax.random.key(0), 1.0)
-    return any(is_kernel(p) and x.ndim - stacked_axes(p) > 2
-               for p, x in jax.tree_util.tree_flatten_with_path(params)[0])
+class Study(NamedTuple):
+    """What a study hands `fit`: its data (``ds``: x_train, y_train, input_shape), groups and plan, `build`'s
+    keyword ``options`` (batch_size, steps_per_epoch, strategy, ...), and its two hooks:
+    ``evaluator(sweep)`` makes the run's ``evaluate(states, epoch) -> rows``; ``summarize(sweep, rows)`` gives
+    (the summary.json dict, the arrays kept beside the rows), on every process (the rows are the same on each;
+    only process 0 writes and returns the summary). ``fingerprint``, ``parts``: the run's config fingerprint
+    and the parts fingerprint.json records (`jaxinit.runinfo.fingerprint`), needed only with a run directory."""
+    ds: Any
+    groups: list[Group]
+    plan: Plan
+    options: dict
+    evaluator: Callable[[Sweep], Callable[[dict, int], list[dict]]]
+    summarize: Callable[[Sweep, list[dict]], tuple[dict | None, dict | None]] | None = None
+    fingerprint: str | None = None
+    parts: dict | None = None
 
 
 def build(ds, groups: list[Group], plan: Plan, *, batch_size: int, steps_per_epoch: int, strategy: str = "auto",
-          chunk: int = 4, augment: bool = False, x_calib=None, order: Callable | None = None,
+          chunk: int = 4, augment: bool = False, calib: int | None = None, order: Callable | None = None,
           order_key: Any = "epochs", eval_fn: Callable | None = None, eval_key: Any = "loss_acc",
           conv: bool | None = None) -> Sweep:
-    """Split every group's members into chunks of the strategy and compile (lazily) their functions.
+    """Split every group's members into chunks of the strategy (`members.split_groups`) and compile (lazily)
+    their functions.
 
-    ``ds`` is replicated over the member mesh; ``x_calib`` is the BatchNorm calibration batch
-    (`step.calibrate_statistics`); ``order``/``eval_fn`` replace the per-member permutation and the
-    loss/accuracy evaluation (`compiled.Compiler.fns`); ``conv`` (default: read from the first group's
-    model) picks the CPU strategy."""
+    ``ds`` is replicated over the member mesh; its first ``calib`` training examples are the BatchNorm
+    calibration batch (`step.calibrate_statistics`; None: none); ``order``/``eval_fn`` replace the
+    per-member permutation and the loss/accuracy evaluation (`compiled.Compiler.fns`); ``conv`` (default:
+    read from the first group's model) picks the CPU strategy."""
     ds = distributed.replicate(ds, member_mesh())
-    if strategy == "auto":
-        strategy = default_strategy(has_conv(groups[0].model) if conv is None else conv)
     compiler = Compiler()
-    members = sorted((m for g in groups for m in g.members), key=lambda m: m.index)
-    chunks = {}
     input_shape = tuple(ds.input_shape)
-    for g in groups:
-        def make(batched: bool, g=g):
-            return compiler.fns(g.model_key, g.model, input_shape, g.setting, steps_per_epoch, plan.epochs, batch_size,
-                                augment, batched, plan.precision, order=order, order_key=order_key, eval_fn=eval_fn,
-                                eval_key=eval_key)
-        chunks[g.label] = split_chunks(g.members, chunk_size(strategy, len(g.members), chunk), g.setting, make)
+
+    def make(g: Group, batched: bool) -> Compiled:
+        return compiler.fns(g.model_key, g.model, input_shape, g.setting, steps_per_epoch, plan.epochs, batch_size,
+                            augment, batched, plan.precision, order=order, order_key=order_key, eval_fn=eval_fn,
+                            eval_key=eval_key)
+    strategy, chunks = split_groups(groups, strategy, chunk, make, conv)
+    members = sorted((m for g in groups for m in g.members), key=lambda m: m.index)
     settings = {g.label: g.setting for g in groups}
+    x_calib = None if calib is None else ds.x_train[:calib]
     return Sweep(ds, members, settings, chunks, steps_per_epoch, strategy, x_calib, plan, compiler)
 
 
 def init_states(sweep: Sweep) -> dict[str, list]:
-    mesh = member_mesh()
-    return {label: [shard_members(c, init_chunk(c, sweep.x_calib), mesh) for c in chunks]
-            for label, chunks in sweep.groups.items()}
+    """The sweep's initial states (`members.init_states`)."""
+    return members_lib.init_states(sweep.groups, sweep.x_calib)
 
 
 def train_epoch(sweep: Sweep, states, epoch: int, first_step: int = 0) -> tuple[dict, int]:
@@ -161,7 +147,12 @@ def run(sweep: Sweep, evaluate: Callable[[dict, int], list[dict]], sink=None, cl
     states = init_states(sweep)
     try:
         with interrupt.deferred():
-            rows, states = _train(sweep, states, evaluate, sink, clock, progress, Progress)
+            if sink is not None:
+                begun = sink.start(states, evaluate)
+            else:
+                with clock.evaluation():
+                    begun = 0, 0, states, evaluate(states, 0)
+            rows, states = _train(sweep, begun, evaluate, sink, clock, progress, Progress)
     except BaseException:
         if sink is not None:
             sink.wait(quiet=True)     # a pending asynchronous save still finishes; the first error wins
@@ -170,15 +161,11 @@ def run(sweep: Sweep, evaluate: Callable[[dict, int], list[dict]], sink=None, cl
     return rows, states
 
 
-def _train(sweep: Sweep, states, evaluate, sink, clock: Clock, progress: bool, progress_cls):
-    """Epochs after the start (fresh or resumed) up to ``plan.epochs``; run.json after each (`report`)."""
+def _train(sweep: Sweep, begun: tuple, evaluate, sink, clock: Clock, progress: bool, progress_cls):
+    """Epochs after the start (``begun``: completed epoch, step within the next, states, rows so far) up to
+    ``plan.epochs``; run.json after each (`sink.RunFiles.write_timing`)."""
     plan = sweep.plan
-    if sink is not None:
-        epoch, step, states, rows = sink.start(states, evaluate)
-    else:
-        with clock.evaluation():
-            rows = evaluate(states, 0)
-        epoch, step = 0, 0
+    epoch, step, states, rows = begun
     clock.setup_done()
     bar = progress_cls(epoch + 1, plan.epochs, progress)
     try:
@@ -190,7 +177,7 @@ def _train(sweep: Sweep, states, evaluate, sink, clock: Clock, progress: bool, p
                 if sink is not None:
                     sink.save(states, e - 1, done)
                     sink.wait()
-                    report(sweep, sink, clock, "stopped")
+                    sink.write_timing("stopped")
                 interrupt.check()
             jax.block_until_ready(states)
             clock.epoch(e, time.perf_counter() - t, done - first)
@@ -205,23 +192,28 @@ def _train(sweep: Sweep, states, evaluate, sink, clock: Clock, progress: bool, p
                 val_acc = float(np.mean(accs)) if accs else None
             if sink is not None and plan.checkpointed(e):
                 sink.save(states, e, 0)
-            report(sweep, sink, clock, "training")
+            if sink is not None:
+                sink.write_timing("training")
             bar.epoch(e, time.perf_counter() - t, val_acc)
     finally:
         bar.close()
     return rows, states
 
 
-def report(sweep: Sweep, sink, clock: Clock, status: str) -> None:
-    """run.json rewritten (atomically, through the run's manifest) so that a run stopped or killed after
-    any epoch leaves its timings; nothing in memory."""
-    if sink is not None:
-        sink.write_run_info(clock.report(sweep, sweep.plan, sink.saves(), status))
-
-
-def finish(sweep: Sweep, states, rows: list[dict], summary: dict | None, sink, clock: Clock,
-           arrays: dict | None = None) -> Result:
-    """Write the summary (where there is a sink) and return the run's `Result`."""
+def fit(study: Study, workdir: str | Path | None = None, *, resume: bool = False, progress: bool = True,
+        clock: Clock | None = None) -> Result:
+    """A study's run from start to end: `build` its sweep; open its run directory's files (`sink.RunFiles`, the
+    fingerprint checked on a resume or recorded; none in memory); `run` it (fresh, or resumed with ``resume``);
+    summarise it (``study.summarize``); write the summary and return the `Result`. ``clock``: the run's
+    `timing.Clock`, where it started before the study was made (default: started here)."""
+    clock = clock or Clock()
+    sweep = build(study.ds, study.groups, study.plan, **study.options)
+    sink = None
+    if workdir is not None:
+        from jaxinit.train.sink import RunFiles
+        sink = RunFiles(Path(workdir), sweep, study.fingerprint, resume, study.parts, clock)
+    rows, states = run(sweep, study.evaluator(sweep), sink, clock, progress)
+    summary, arrays = study.summarize(sweep, rows) if study.summarize is not None else (None, None)
     if sink is not None:
         with interrupt.deferred():
             sink.finish(summary)
@@ -230,12 +222,3 @@ def finish(sweep: Sweep, states, rows: list[dict], summary: dict | None, sink, c
     writer = distributed.is_writer()
     return Result(summary if writer else None, rows if writer else None, timing, stack(sweep.groups, states), sweep,
                   arrays)
-
-
-def open_sink(workdir: str | Path | None, sweep: Sweep, fingerprint: str, resume: bool, parts: dict,
-              clock: Clock):
-    """The run directory's files (None in memory), with the run's fingerprint checked or recorded."""
-    if workdir is None:
-        return None
-    from jaxinit.train.sink import RunFiles
-    return RunFiles(Path(workdir), sweep, fingerprint, resume, parts, clock=clock)

@@ -110,6 +110,13 @@ def evaluate_all(groups: dict[str, list[Chunk]], states, splits, epoch: int) -> 
     return sorted(rows, key=lambda r: r["member"])
 
 
+def evaluator(sweep, batch: int, train_subset: int = 0):
+    """``evaluate(states, epoch) -> rows`` of a sweep (`jaxinit.train.engine.Study`'s evaluation): loss and accuracy
+    per split (`eval_splits`), norms and update sums per member (`evaluate_all`)."""
+    splits = eval_splits(sweep.ds, batch, train_subset)
+    return lambda states, epoch: evaluate_all(sweep.groups, states, splits, epoch)
+
+
 def _lr(chunk: Chunk, j: int) -> jax.Array:
     """The traced learning rate of the chunk's ``j``-th member (float32)."""
     lr = chunk.args.hyper.lr

@@ -1,9 +1,9 @@
 """Members and how they run together: strategies, chunks, the member mesh.
 
-A *member* is (group, init scale, seed, learning rate): the group is an optimizer setting (the
-forgetting study) or a (network, optimizer) case (the IGB study). Members whose settings differ only in
-traced values share one compiled step (`compiled.Compiler`): sigma_w, seed, lr, L2 and weight decay
-are data, so sweeping them never recompiles. Members with the same seed are *paired*: same base
+A *member* is (group, init scale, seed, learning rate): the group (`Group`) is an optimizer setting (the
+forgetting study, `make_groups`) or a (network, optimizer) case (the IGB study). Members whose settings
+differ only in traced values share one compiled step (`compiled.Compiler`): sigma_w, seed, lr, L2 and
+weight decay are data, so sweeping them never recompiles. Members with the same seed are *paired*: same base
 Gaussian draws (params = sigma_w * base draw), same data order and same augmentation keys, whatever
 their scale or optimizer.
 
@@ -12,13 +12,16 @@ Strategies (how the single-member step of `step.py` runs over the members of one
 - `sequential`: a Python loop of one jitted single-member step (conv nets on CPU, where XLA turns a
   vmapped conv with batched kernels into a grouped conv 5-7x slower than a loop);
 - `chunked`: vmap over chunks of `train.chunk` members, chunks in a loop (MLPs on CPU; bounds memory).
-`auto` picks the default measured fastest on the platform (`default_strategy`, see the benchmark).
+`auto` picks the default measured fastest on the platform (`default_strategy`, see the benchmark);
+`split_groups` splits every group of a sweep into chunks of its strategy.
 
 Several devices: a batched chunk's member axis is laid over a 1-D mesh named 'members' spanning every
 device of every process (`jaxinit.distributed`); the same code runs on one device or many.
 """
 from __future__ import annotations
 
+import dataclasses
+import functools
 from typing import Any, Callable, NamedTuple, Sequence
 
 import jax
@@ -54,6 +57,38 @@ def make_members(optimizers: Sequence[str], sigma_ws: Sequence[float], n_seeds: 
     groups = [(lr_label(o, lr), lr) for o in optimizers for lr in lrs] if lrs else [(o, None) for o in optimizers]
     grid = [(g, lr, s, w) for g, lr in groups for s in range(n_seeds) for w in sigma_ws]
     return [Member(i, g, float(w), s, None if lr is None else float(lr)) for i, (g, lr, s, w) in enumerate(grid)]
+
+
+class Group(NamedTuple):
+    """Members that share a model and an optimizer structure (``setting``: its values are the defaults of
+    the members' traced ones); ``model_key`` identifies the model's structure for the compile cache."""
+    label: str
+    setting: OptSetting
+    members: list[Member]
+    model_key: Any
+    model: Any
+
+
+def make_groups(settings: Sequence[OptSetting], sigma_ws: Sequence[float], n_seeds: int, lrs: Sequence[float],
+                model_key: Any, model: Any) -> list[Group]:
+    """The forgetting study's groups, all on one model: one per setting and swept learning rate (`lr_label`; a
+    swept rate is the members' traced value, and the group's setting carries it for the clocks and rows), the
+    members in `make_members` order."""
+    members = make_members([s.label for s in settings], sigma_ws, n_seeds, lrs)
+    groups = []
+    for setting in settings:
+        for lr in (lrs or (None,)):
+            s = setting if lr is None else dataclasses.replace(setting, label=lr_label(setting.label, lr), lr=float(lr))
+            groups.append(Group(s.label, s, [m for m in members if m.optimizer == s.label], model_key, model))
+    return groups
+
+
+def has_conv(model) -> bool:
+    """Any kernel with a spatial window (ndim > 2 once stacked layer axes are set aside)."""
+    from jaxinit.init import is_kernel, stacked_axes
+    params, _ = jax.eval_shape(model.init, jax.random.key(0), 1.0)
+    return any(is_kernel(p) and x.ndim - stacked_axes(p) > 2
+               for p, x in jax.tree_util.tree_flatten_with_path(params)[0])
 
 
 def default_strategy(conv: bool, platform: str | None = None) -> str:
@@ -102,6 +137,20 @@ def split_chunks(members: Sequence[Member], size: int, setting: OptSetting,
     return out
 
 
+def split_groups(groups: Sequence[Group], strategy: str, chunk: int, make_fns: Callable[[Group, bool], Compiled],
+                 conv: bool | None = None) -> tuple[str, dict[str, list[Chunk]]]:
+    """(strategy, {group label: its chunks}): ``strategy`` "auto" resolved (`default_strategy`; ``conv``, where not
+    given, read from the first group's model), every group's members split into chunks of the strategy's size,
+    each chunk with ``make_fns(group, batched)``."""
+    if strategy == "auto":
+        strategy = default_strategy(has_conv(groups[0].model) if conv is None else conv)
+    chunks = {}
+    for g in groups:
+        chunks[g.label] = split_chunks(g.members, chunk_size(strategy, len(g.members), chunk), g.setting,
+                                       functools.partial(make_fns, g))
+    return strategy, chunks
+
+
 def chunk_to_stacked(chunk: Chunk, state: TrainState) -> TrainState:
     """Member-stacked view (leading axis = members of the chunk)."""
     return state if chunk.batched else jax.tree.map(lambda x: x[None], state)
@@ -137,6 +186,12 @@ def shard_members(chunk: Chunk, state: TrainState, mesh) -> TrainState:
 
 def init_chunk(chunk: Chunk, x_calib: jax.Array) -> TrainState:
     return chunk.fns.init(chunk.args, x_calib)
+
+
+def init_states(groups: dict[str, list[Chunk]], x_calib: jax.Array) -> dict[str, list[TrainState]]:
+    """Every chunk's initial state (`init_chunk`), its member axis laid over the mesh (`shard_members`)."""
+    mesh = member_mesh()
+    return {label: [shard_members(c, init_chunk(c, x_calib), mesh) for c in chunks] for label, chunks in groups.items()}
 
 
 def stack(groups: dict[str, list[Chunk]], states: dict[str, list[TrainState]]) -> dict[str, TrainState]:
