@@ -132,4 +132,4 @@ def test_summary_statistics_have_known_values():
     assert t_interval([0.5]) is None
     assert summary_train.censored_median(np.array([10.0, np.nan, 30.0])) == 30.0
     assert summary_train.censored_median(np.array([10.0, np.nan, np.nan])) is None
-    assert train.eval_steps(10, 4, 2) == [0, 1, 2, 4, 8, 10]
+    assert [e for e in range(11) if Plan(epochs=10, eval_every=4, dense_until=2).evaluated(e)] == [0, 1, 2, 4, 8, 10]

@@ -14,7 +14,7 @@ from typing import Any, Iterable, Mapping, Sequence
 
 import numpy as np
 
-from jaxinit.jsonsafe import to_json
+from jaxinit.jsonsafe import finite_or_none, to_json
 from jaxinit.runs import read_jsonl
 
 
@@ -33,19 +33,8 @@ PROGRESS_THRESHOLDS = (0.8, 0.9, 0.95, 0.995)
 # --------------------------------------------------------------------------- small helpers
 def as_float(x: Any) -> float:
     """A row value as float; None, bools, non-numbers and non-finite values become NaN."""
-    if x is None or isinstance(x, bool):
-        return math.nan
-    try:
-        v = float(x)
-    except (TypeError, ValueError):
-        return math.nan
-    return v if math.isfinite(v) else math.nan
-
-
-def _or_none(x: Any) -> float | None:
-    """A row value for a member's summary: `as_float`, with None where that is NaN (a diverged or missing value)."""
-    v = as_float(x)
-    return None if math.isnan(v) else v
+    v = finite_or_none(x)
+    return math.nan if v is None else v
 
 
 def by_epoch(rows: Iterable[Mapping[str, Any]]) -> list[Mapping[str, Any]]:
@@ -173,7 +162,7 @@ def kernel_norm(row: Mapping[str, Any]) -> float | None:
     vals = [as_float(v) for k, v in layers.items() if str(k).rsplit("/", 1)[-1] == "kernel"]
     if not vals:
         return None
-    return _or_none(math.sqrt(sum(v * v for v in vals)))
+    return finite_or_none(math.sqrt(sum(v * v for v in vals)))
 
 
 def clocks(etas: Any, batch_size: int, l2: float, momentum: float = 0.0) -> dict[str, float]:
@@ -267,7 +256,7 @@ def at_train_acc(rows: Sequence[Mapping[str, Any]],
     accs, epochs = {}, {}
     for t in thresholds:
         first = next((r for r in live if _interpolates(r, t)), None)
-        accs[progress_key(t)] = None if first is None else _or_none(first.get("test_acc"))
+        accs[progress_key(t)] = None if first is None else finite_or_none(first.get("test_acc"))
         epochs[progress_key(t)] = None if first is None else int(first["epoch"])
     return accs, epochs
 
@@ -310,22 +299,22 @@ def member_summary(rows: Sequence[Mapping[str, Any]], member_info: Mapping[str, 
         "sigma_w": float(member_info["sigma_w"]),
         "seed": int(member_info["seed"]),
         "best_epoch": best,
-        "test_acc_at_best": _or_none(at_best.get("test_acc")),
-        "train_acc_at_best": _or_none(at_best.get("train_acc")),
-        "val_acc_at_best": _or_none(at_best.get("val_acc")),
+        "test_acc_at_best": finite_or_none(at_best.get("test_acc")),
+        "train_acc_at_best": finite_or_none(at_best.get("train_acc")),
+        "val_acc_at_best": finite_or_none(at_best.get("val_acc")),
         "best_epoch_interpolated": best_i,
-        "test_acc_at_best_interpolated": _or_none(at_best_i.get("test_acc")),
+        "test_acc_at_best_interpolated": finite_or_none(at_best_i.get("test_acc")),
         "tau_interp": tau_interp(ordered),
         "repair_gap": repair_gap(ordered),
-        "param_norm_init": _or_none(first.get("param_norm")),
-        "param_norm_best": _or_none(at_best.get("param_norm")),
-        "param_norm_final": _or_none(last.get("param_norm")),
+        "param_norm_init": finite_or_none(first.get("param_norm")),
+        "param_norm_best": finite_or_none(at_best.get("param_norm")),
+        "param_norm_final": finite_or_none(last.get("param_norm")),
         "kernel_norm_init": kernel_norm(first),
         "kernel_norm_best": kernel_norm(at_best),
         "kernel_norm_best_interpolated": kernel_norm(at_best_i),
         "kernel_norm_final": kernel_norm(last),
         "final_epoch": int(last["epoch"]) if ordered else None,
-        "test_acc_final": _or_none(last.get("test_acc")),
+        "test_acc_final": finite_or_none(last.get("test_acc")),
         "test_acc_at_train_acc": acc_at,
         "epoch_at_train_acc": epoch_at,
         "clocks": {**clk, **measured_clocks(last)},

@@ -16,7 +16,6 @@ from __future__ import annotations
 
 import dataclasses
 import functools
-import math
 from typing import Any
 
 import jax
@@ -26,13 +25,13 @@ import numpy as np
 from jaxinit import distributed
 from jaxinit.config import ConfigError
 from jaxinit.igb import nets, stats
+from jaxinit.jsonsafe import finite_or_none
 from jaxinit.models import Model
 from jaxinit.optim import SETTINGS, OptSetting
 from jaxinit.train.step import EvalBatch
 
 OPTIMIZERS = ("sgd", "momentum", "adam")
 EVAL_SETS = ("test", "train", "val")
-ROW_KEYS = ("case", "act", "depth", "optimizer", "width", "role", "sigma_w2", "sigma_b2", "seed", "lr", "in_case")
 
 
 def setting(optimizer: str, lr: float) -> OptSetting:
@@ -68,11 +67,6 @@ def eval_sets(data: dict) -> dict[str, EvalBatch]:
     return {k: EvalBatch(x, y, jnp.ones(y.shape, bool)) for k, (x, y) in pairs.items()}
 
 
-def _json_float(v) -> float | None:
-    v = float(v)
-    return v if math.isfinite(v) else None
-
-
 def evaluator(sweep, sets: dict[str, EvalBatch], info: dict[int, dict]):
     """``evaluate(states, epoch) -> rows``: one row per member (``info[member]``: its case, role, point,
     seed, rate) with ``<split>_<metric>`` scalars and per-class lists, JSON-ready (NaN as None), so rows
@@ -89,7 +83,7 @@ def evaluator(sweep, sets: dict[str, EvalBatch], info: dict[int, dict]):
                     for split, metrics in out.items():
                         for k, v in metrics.items():
                             v = np.asarray(v)[j] if c.batched else np.asarray(v)
-                            row[f"{split}_{k}"] = [_json_float(x) for x in v] if v.ndim else _json_float(v)
+                            row[f"{split}_{k}"] = [finite_or_none(x) for x in v] if v.ndim else finite_or_none(v)
                     rows.append(row)
         return sorted(rows, key=lambda r: r["member"])
     return evaluate
@@ -189,8 +183,3 @@ def build(data: dict, groups: list, plan, *, batch_size: int, data_seed: int, st
     from jaxinit.train import engine
     return engine.build(Flat(data["x_train"], data["y_train"]), groups, plan,
                         **options(data, batch_size=batch_size, data_seed=data_seed, strategy=strategy, chunk=chunk))
-
-
-def eval_steps(n_steps: int, every: int, dense_until: int) -> list[int]:
-    """Steps at which to evaluate: every step up to `dense_until` (bias is absorbed early), then every `every`."""
-    return sorted(set(range(min(dense_until, n_steps) + 1)) | set(range(0, n_steps + 1, every)) | {n_steps})
