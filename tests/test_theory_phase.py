@@ -92,3 +92,20 @@ def test_bad_arguments_raise():
         phase.phase_diagram("softmax", [1.0], [0.1], 5)
     with pytest.raises(ValueError):
         phase.phase_diagram("tanh", [1.0], [0.1], 5, criterion="sideways")
+
+
+def test_paired_points_carry_the_diagram_values_and_the_depth_scale_and_backward_product():
+    from theory import meanfield as mf
+    from theory.phase import phase_diagram, phase_points
+    sw, sb = np.array([1.2, 1.986, 2.4, 4.4, 1.1999]), np.array([0.1, 0.1, 0.05, 0.3, 0.0])
+    pts = phase_points("tanh", sw, sb, 30)
+    for i in range(len(sw)):
+        d = phase_diagram("tanh", sw[i:i + 1], sb[i:i + 1], 30)
+        for k in ("phase", "chi1", "c_star", "q_star", "c_depth"):
+            np.testing.assert_allclose(np.asarray(pts[k][i]), np.asarray(d[k]).ravel()[0], rtol=1e-12)
+    np.testing.assert_allclose(pts["xi_c"], mf.depth_scales(sw, sb, "tanh")[1], rtol=1e-12)
+    np.testing.assert_allclose(pts["backward_product"], mf.backward_product(sw, sb, "tanh", 30), rtol=1e-12)
+    pooled = phase_points("relu+maxpool", np.array([1.2]), np.array([0.0]), 10)
+    assert int(pooled["phase"][0]) == 5                 # between the two criteria: vanishing-gradient, not exploding
+    with pytest.raises(ValueError, match="paired points"):
+        phase_points("tanh", np.ones(2), np.ones(3), 3)

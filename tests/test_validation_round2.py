@@ -201,7 +201,7 @@ def test_igb_train_replot_refuses_a_foreign_npz(tmp_path, capsys):
     """(A resume no longer reads results/*.npz: it continues from the engine's checkpoints and metrics.jsonl and
     writes them anew; tests/test_igb_experiments.py.)"""
     bad = {"act": np.array("tanh"), "depth": np.array(3), "optimizer": np.array("sgd"), "width": np.array(16),
-           "role": np.array(["EOC", "EOC"]), "sigma_w2": np.ones(2), "sigma_b2": np.ones(2), "seed": np.zeros(2),
+           "role": np.array(["EOC", "EOC"]), "point": np.zeros(2), "sigma_w2": np.ones(2), "sigma_b2": np.ones(2), "seed": np.zeros(2),
            "lr": np.ones(2), "step": np.arange(4), "alive": np.ones((4, 2), bool), "test_acc": np.ones((4, 3)),
            "test_fmax": np.ones((4, 2)), "test_class_acc": np.ones((4, 2, 2))}
     out = _igb_run_dir(tmp_path, config_train.SMOKE, {"tanh__d3__sgd": bad})

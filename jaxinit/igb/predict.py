@@ -4,7 +4,8 @@ Mean field (`theory.meanfield`) per layer from each input pair's own overlap c0 
 lot: digits ~0.6), averaged over pairs, since P/Q is an average over pairs and the c-map is non-linear
 ("propagate the mean c0" is the cruder prediction, also saved); the residual MLP's recursion
 (`residual_propagate`); IGB f_max (`theory.igb`) from the mean-field gamma at the readout, from the
-readout's own c and from its norm-free correlation rho; the finite-input correction of binary f_max.
+readout's own c and from its norm-free correlation rho; the finite-input correction of binary f_max
+(mean field) and of both heads at the readout c (the IGB model counted on the n inputs probed).
 """
 from __future__ import annotations
 
@@ -13,6 +14,7 @@ from typing import Any
 import numpy as np
 
 from jaxinit.igb import probe
+from jaxinit.intervals import t_interval
 
 TAGS = ((2, "2"), (10, "all"))   # (classes, key tag): the binary head (first two logits) and all ten
 
@@ -104,6 +106,38 @@ def readout_predictions(res: dict) -> dict[str, np.ndarray]:
     return out
 
 
+def fmax_igb_finite_n(key, c_D, n_classes: int, n_inputs: int, n_networks: int) -> float:
+    """E f_max of the IGB model itself on `n_inputs` inputs, networks spread evenly over the draws' c values.
+
+    The model behind `theory.igb.fmax_mean` (THEORY.md section 5): per network, centres Z ~ N(0, I) over
+    the classes; per input, independent fluctuations e; logits sqrt(c) Z + sqrt(1 - c) e (the IGB
+    gamma = c / (1 - c) after rescaling, so c = 0 and c = 1 need no special case). Counting the argmax
+    over n inputs instead of taking the n -> inf fractions adds the finite-sample upward bias of the max
+    (+0.031 for 10 classes at gamma = 0 and n = 256); measured f_max carries that bias too.
+    """
+    import jax
+    import jax.numpy as jnp
+    c = jnp.clip(jnp.asarray(c_D, jnp.float32).reshape(-1), 0.0, 1.0)[:, None, None, None]
+    per_draw = -(-n_networks // c.shape[0])
+    k_z, k_e = jax.random.split(key)
+    z = jax.random.normal(k_z, (c.shape[0], per_draw, 1, n_classes))
+    e = jax.random.normal(k_e, (c.shape[0], per_draw, n_inputs, n_classes))
+    won = jax.nn.one_hot(jnp.argmax(jnp.sqrt(c) * z + jnp.sqrt(1.0 - c) * e, axis=-1), n_classes)
+    return float(won.mean(axis=-2).max(axis=-1).mean())
+
+
+def readout_finite_n(res: dict, key, n_inputs: int, n_networks: int) -> dict[str, np.ndarray]:
+    """`fmax_igb_finite_n` at each draw's readout c, per grid point: the readout prediction on the inputs probed."""
+    import jax
+    out = {}
+    for n_cls, tag in TAGS:
+        k_tag = jax.random.fold_in(key, n_cls)
+        out[f"fmax{tag}_theory_readout_n"] = np.array([
+            fmax_igb_finite_n(jax.random.fold_in(k_tag, g), res["c_readout"][:, g], n_cls, n_inputs, n_networks)
+            for g in range(res["c_readout"].shape[1])])
+    return out
+
+
 def layer_predictions(case, sw_G, sb_G, c0_pairs, n_inputs: int, c0_quantiles: int, theory_samples: int,
                       key) -> dict[str, np.ndarray]:
     """Mean-field c per layer and (MLPs) the IGB f_max at the readout's mean-field gamma; `case` is a
@@ -140,7 +174,10 @@ def _fmax_fields(res: dict, g: int) -> dict[str, Any]:
     for _, tag in TAGS:
         values = res[f"fmax_{tag}"][:, g]
         row[f"fmax{tag}"], row[f"fmax{tag}_sem"] = float(values.mean()), sem(values)
+        row[f"fmax{tag}_ci95"] = t_interval(values)
         row[f"fmax{tag}_theory_readout"] = float(res[f"fmax{tag}_theory_readout"][g])
+        if f"fmax{tag}_theory_readout_n" in res:   # absent from cases saved before it was computed
+            row[f"fmax{tag}_theory_readout_finite_n"] = float(res[f"fmax{tag}_theory_readout_n"][g])
         if f"fmax_{tag}_gp" in res:
             row[f"fmax{tag}_gp"] = float(res[f"fmax_{tag}_gp"][:, g].mean())
             row[f"fmax{tag}_gp_sem"] = sem(res[f"fmax_{tag}_gp"][:, g])

@@ -21,9 +21,23 @@ INIT = {"sigma_w2": "G", "sigma_b2": "G", "n_inputs": "", "fmax_2": "DG", "c": "
         "gamma_corr": "DGL", "c_readout": "DG"}
 WIDTH = {"phase": "P", "widths": "W", "sigma_w2": "P", "c": "WDPL", "gamma": "WDPL", "gamma_corr": "WDPL",
          "c_theory": "PL", "gamma_theory": "PL"}
-TRAIN = {"act": "", "depth": "", "optimizer": "", "width": "", "role": "M", "sigma_w2": "M", "sigma_b2": "M",
-         "seed": "M", "lr": "M", "step": "E", "alive": "EM", "test_acc": "EM", "test_fmax": "EM",
-         "test_class_acc": "EM"}
+TRAIN = {"act": "", "depth": "", "optimizer": "", "width": "", "role": "M", "point": "M", "sigma_w2": "M",
+         "sigma_b2": "M", "seed": "M", "lr": "M", "step": "E", "alive": "EM", "test_acc": "EM", "test_fmax": "EM",
+         "test_class_acc": "EM", "point_role": "P", "point_sigma_w2": "P", "point_lr": "P", "target_acc": "",
+         "majority_share": ""}
+
+
+def case_results(case, table: dict, metrics: dict, signals: np.ndarray, chosen: dict, baseline: dict,
+                 target: float) -> dict[str, np.ndarray]:
+    """One case's arrays (the `TRAIN` schema and more; ``case``: a `jaxinit.igb.phases.Case`): the members' table, their metric arrays, signals at init, the
+    points (``point_*``) with their selection, the linear baseline and the target (``target`` x the logistic
+    baseline's test accuracy), and over a grid the theory diagram."""
+    linear = baseline["logistic"]["test_acc"]
+    return {**table, **metrics, "init_signal": signals, **chosen, **{f"point_{k}": v for k, v in case.points.items()},
+            "act": np.array(case.act), "depth": np.array(case.depth), "optimizer": np.array(case.optimizer),
+            "width": np.array(case.width), "target_acc": np.array(target * linear), "linear_test_acc": np.array(linear),
+            "ridge_test_acc": np.array(baseline["ridge"]["test_acc"]),
+            "majority_share": np.array(baseline["majority_share"]), **case.diagram}
 
 
 def check_case(name: str, arrays: Mapping[str, np.ndarray], schema: Mapping[str, str]) -> None:

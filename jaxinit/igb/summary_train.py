@@ -1,10 +1,12 @@
-"""Summaries of the runs in training: per phase over seeds, per grid point, and metrics.jsonl's rows.
+"""Summaries of the runs in training: per point over seeds, per grid member, and metrics.jsonl's rows.
 
 Conventions: accuracies and f_max are fractions in [0, 1]; a step count that was never reached is
-None ("never"), and a median over seeds is None when more than half never reached it; intervals are
-95 % Student-t intervals of the mean over seeds (None for one seed). The measured backward factor is
-mean |delta_1|^2 / mean |delta_L|^2 at init (hidden layers 1 and L, all training inputs of the
-signal batch), next to the mean-field chi_1^(L-1).
+None ("never"), and a median over seeds is None when more than half never reached it; accuracy intervals are
+95 % Student-t intervals of the mean over seeds (None for one seed); "trains" (final test accuracy >= the
+target, a fraction of the linear baseline's) is counted k of n with a Clopper-Pearson interval and a
+two-sided Fisher exact p against the case's EOC. Absorption is sustained (`jaxinit.igb.absorption`). The
+measured backward factor is mean |delta_1|^2 / mean |delta_L|^2 at init (hidden layers 1 and L, all training
+inputs of the signal batch), next to the mean-field product along the actual q_l and chi_1^(L-1).
 """
 from __future__ import annotations
 
@@ -12,9 +14,9 @@ from typing import Any
 
 import numpy as np
 
-from jaxinit.igb import stats
+from jaxinit.igb import absorption, stats
 from jaxinit.igb.config_train import TrainLoopConfig
-from jaxinit.intervals import t_interval
+from jaxinit.intervals import binomial_interval, fisher_p, t_interval
 from jaxinit.jsonsafe import to_json
 
 ROW_METRICS = ("train_acc", "train_loss", "train_fmax", "test_acc", "test_loss", "test_fmax", "val_acc")
@@ -38,61 +40,84 @@ def _as_steps(v) -> list[int | None]:
     return [None if not np.isfinite(x) else int(x) for x in v]
 
 
-def _phase_row(r: dict, idx: np.ndarray, reach, absorbed) -> dict[str, Any]:
+def _steps_summary(name: str, steps) -> dict[str, Any]:
+    return {name: _as_steps(steps), f"{name}_median": censored_median(steps)}
+
+
+def _lr_curve(r: dict, p: int) -> list[dict]:
+    """The point's selection: per rate, mean validation and test accuracy over selection seeds, diverged seeds."""
+    if "select_lr" not in r:
+        return []
+    return [{"lr": float(lr), "val_acc_mean": float(np.nanmean(r["select_val_acc"][p, i])),
+             "test_acc_mean": float(np.nanmean(r["select_test_acc"][p, i])),
+             "diverged": int((~r["select_alive"][p, i]).sum())} for i, lr in enumerate(r["select_lr"])]
+
+
+def _point_row(r: dict, p: int, idx: np.ndarray, reach, absorbed, trains) -> dict[str, Any]:
     final = r["test_acc"][-1, idx]
     worst = np.nanmin(r["test_class_acc"][-1, idx], axis=-1)
-    return {"phase": str(r["role"][idx[0]]), "sigma_w2": float(r["sigma_w2"][idx[0]]),
-            "sigma_b2": float(r["sigma_b2"][idx[0]]), "theory_phase": str(r["theory_phase"][idx[0]]),
-            "n_seeds": int(len(idx)), "fmax0": r["test_fmax"][0, idx].tolist(),
-            "fmax0_mean": float(r["test_fmax"][0, idx].mean()),
-            "steps_absorbed": _as_steps(absorbed[idx]), "steps_absorbed_median": censored_median(absorbed[idx]),
-            "steps_to_target": _as_steps(reach[idx]), "steps_to_target_median": censored_median(reach[idx]),
+    k, n = int(trains[idx].sum()), int(len(idx))
+    return {"phase": str(r["point_role"][p]), "sigma_w2": float(r["point_sigma_w2"][p]),
+            "sigma_b2": float(r["point_sigma_b2"][p]), "theory_phase": str(r["point_theory_phase"][p]),
+            "xi_c": float(r["point_xi_c"][p]), "depth_over_xi_c": float(r["point_depth_over_xi_c"][p]),
+            "lr": float(r["point_lr"][p]), "rates_alive": int(r["point_rates_alive"][p]), "lr_curve": _lr_curve(r, p),
+            "n_seeds": n, "fmax0": r["test_fmax"][0, idx].tolist(), "fmax0_mean": float(r["test_fmax"][0, idx].mean()),
+            **_steps_summary("steps_absorbed", absorbed[idx]), **_steps_summary("steps_to_target", reach[idx]),
+            "trains": k, "trains_ci95": binomial_interval(k, n),
             "final_test_acc": final.tolist(), "final_test_acc_mean": float(final.mean()),
             "final_test_acc_ci95": t_interval(final),
             "best_test_acc_mean": float(r["test_acc"][:, idx].max(axis=0).mean()),
             "final_test_fmax_mean": float(r["test_fmax"][-1, idx].mean()),
             "final_worst_class_acc_mean": float(worst.mean()),
             "grad_factor_measured": grad_factor(r["init_signal"][idx]).tolist(),
-            # theory along the actual q_l (results saved before it existed: None); chi_1^(L-1) at q* beside it
-            "grad_factor_theory": float(r["backward_product"][idx[0]]) if "backward_product" in r else None,
-            "grad_factor_chi1_pow": float(r["chi1_pow"][idx[0]]),
+            "grad_factor_theory": float(r["point_backward_product"][p]),   # along the actual q_l
+            "grad_factor_chi1_pow": float(r["point_chi1_pow"][p]),         # chi_1^(L-1) at q*
             "diverged": int((~r["alive"][-1, idx]).sum())}
 
 
-def _grid_rows(r: dict, idx: np.ndarray, reach) -> list[dict]:
-    return [{"sigma_w2": float(r["sigma_w2"][j]), "sigma_b2": float(r["sigma_b2"][j]),
+def _grid_rows(r: dict, idx: np.ndarray, reach, absorbed) -> list[dict]:
+    return [{"sigma_w2": float(r["sigma_w2"][j]), "sigma_b2": float(r["sigma_b2"][j]), "lr": float(r["lr"][j]),
              "theory_phase": str(r["theory_phase"][j]), "seed": int(r["seed"][j]),
              "fmax0": float(r["test_fmax"][0, j]), "steps_to_target": _as_steps(reach[j:j + 1])[0],
+             "steps_absorbed": _as_steps(absorbed[j:j + 1])[0],
              "final_test_acc": float(r["test_acc"][-1, j]), "diverged": not bool(r["alive"][-1, j])} for j in idx]
 
 
-def _sweep(r: dict) -> list[dict]:
-    if "sweep_lr" not in r:
-        return []
-    return [{"lr": float(lr), "val_acc_mean": float(r["sweep_val_acc"][i].mean()),
-             "test_acc_mean": float(r["sweep_test_acc"][i].mean()), "diverged": int((~r["sweep_alive"][i]).sum())}
-            for i, lr in enumerate(r["sweep_lr"])]
+def member_measures(r: dict, margin: float, acc_margin: float) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Per member: steps to the case's target, sustained absorption step (`jaxinit.igb.absorption` with these
+    margins) and whether it trains (final test accuracy >= target)."""
+    target, share = float(r["target_acc"]), float(r["majority_share"])
+    reach = stats.steps_to_target(r["step"], r["test_acc"], target)
+    absorbed = absorption.sustained_absorption(r["step"], r["test_fmax"], r["test_acc"], share, margin, acc_margin)
+    return reach, absorbed, r["test_acc"][-1] >= target
 
 
 def summarize(r: dict, t: TrainLoopConfig) -> dict:
-    """One run: the learning-rate sweep, per phase over seeds, per grid point."""
-    reach = stats.steps_to_target(r["step"], r["test_acc"], t.target_acc)
-    absorbed = stats.steps_absorbed(r["step"], r["test_fmax"], t.absorbed_fmax)
+    """One case: per point (its own rate, its selection curve, seeds' outcomes, "trains" k / n with an exact
+    interval and Fisher's p against the EOC), per grid member, the linear baseline and the target."""
+    reach, absorbed, trains = member_measures(r, t.absorb_margin, t.absorb_acc_margin)
     rows, grid = [], []
-    for role in dict.fromkeys(r["role"].tolist()):
-        idx = np.flatnonzero(r["role"] == role)
+    for p, role in enumerate(r["point_role"].tolist()):
+        idx = np.flatnonzero(r["point"] == p)
         if role == "grid":
-            grid += _grid_rows(r, idx, reach)
+            grid += _grid_rows(r, idx, reach, absorbed)
         else:
-            rows.append(_phase_row(r, idx, reach, absorbed))
+            rows.append(_point_row(r, p, idx, reach, absorbed, trains))
+    eoc = next((row for row in rows if row["phase"] == "EOC"), None)
+    for row in rows:
+        row["fisher_p_vs_eoc"] = (None if eoc is None or row is eoc else
+                                  fisher_p(row["trains"], row["n_seeds"], eoc["trains"], eoc["n_seeds"]))
     return {"act": str(r["act"]), "depth": int(r["depth"]), "optimizer": str(r["optimizer"]), "width": int(r["width"]),
-            "lr": float(r["lr"][0]), "lr_sweep": _sweep(r), "target_acc": t.target_acc,
-            "absorbed_fmax": t.absorbed_fmax, "final_step": int(r["step"][-1]), "phases": rows, "grid": grid}
+            "target_acc": float(r["target_acc"]), "target_of_linear": t.target,
+            "linear_test_acc": float(r["linear_test_acc"]), "ridge_test_acc": float(r["ridge_test_acc"]),
+            "majority_share": float(r["majority_share"]), "absorb_margin": t.absorb_margin,
+            "absorb_acc_margin": t.absorb_acc_margin, "final_step": int(r["step"][-1]), "phases": rows, "grid": grid}
 
 
 def summarize_all(results: dict[str, dict], t: TrainLoopConfig) -> dict:
     """summary.json: `summarize` per run name (NaN / inf as None)."""
-    return to_json({"runs": {name: summarize(r, t) for name, r in results.items()}})
+    runs = {name: summarize(r, t) for name, r in results.items()}
+    return to_json({"runs": runs})
 
 
 def metric_rows(results: dict[str, dict]) -> list[dict]:
@@ -103,7 +128,7 @@ def metric_rows(results: dict[str, dict]) -> list[dict]:
                 "width": int(r["width"])}
         for e, step in enumerate(r["step"]):
             for j in range(len(r["role"])):
-                row = {**head, "member": j, "role": str(r["role"][j]), "sigma_w2": float(r["sigma_w2"][j]),
+                row = {**head, "member": j, "role": str(r["role"][j]), "point": int(r["point"][j]), "sigma_w2": float(r["sigma_w2"][j]),
                        "sigma_b2": float(r["sigma_b2"][j]), "seed": int(r["seed"][j]), "lr": float(r["lr"][j]),
                        "step": int(step), "diverged": not bool(r["alive"][e, j])}
                 row.update({k: float(r[k][e, j]) for k in ROW_METRICS if k in r})

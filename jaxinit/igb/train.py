@@ -45,7 +45,7 @@ def net_model(net: nets.Net) -> Model:
     """The network as the engine's (init, apply) pair: ``init(key, (sigma_w2, sigma_b2))`` scales one base
     draw (`nets.draw`, `nets.scale`); no state (no BatchNorm)."""
     def init(key, scale):
-        return nets.scale(nets.draw(net, key), *scale), {}
+        return nets.scaled_draw(net, key, *scale), {}
 
     def apply(params, state, x, train: bool = False):
         return net.module.apply({"params": params}, x), state
@@ -103,7 +103,8 @@ def _signals(params, x, y, net: nets.Net) -> jax.Array:
 def init_signals(net: nets.Net, params_M, x, y) -> np.ndarray:
     """Mean |delta_l|^2 / nodes over the inputs of each label class, per member: (M, L + 1, C); the
     cross-entropy is over all logits, the last layer is the output."""
-    return np.asarray(distributed.to_host(_signals(params_M, x, y, net)))
+    signals = _signals(params_M, x, y, net)
+    return np.asarray(distributed.to_host(signals))
 
 
 def case_arrays(rows: list[dict], members: list[int]) -> dict[str, np.ndarray]:
@@ -163,17 +164,58 @@ def options(data: dict, *, batch_size: int, data_seed: int, strategy: str = "vma
                 conv=False)
 
 
-def study(t, data: dict, groups: list, plan, info: dict[int, dict], summarize=None, fingerprint: str | None = None,
-          parts: dict | None = None):
-    """The engine's `jaxinit.train.engine.Study` of ``groups`` on ``data`` under the study's training config ``t``
-    (`jaxinit.igb.config_train.TrainLoopConfig`: batch size, data seed, strategy, chunk; `options`), evaluated per
-    member (`evaluator` on `eval_sets`; ``info[member]``: its row fields), with the study's ``summarize`` hook and
+def make_nets(cases: dict, n_classes: int, input_shape: tuple) -> dict[str, nets.Net]:
+    """One network per (activation, depth) of the cases (`jaxinit.igb.phases.Case`), keyed ``"<act>__d<depth>"``."""
+    from jaxinit.models.deep import DeepMLP
+    return {f"{c.act}__d{c.depth}": nets.make_net(DeepMLP(n_classes, c.width, c.depth, c.act), input_shape)
+            for c in cases.values()}
+
+
+def member_groups(tables: dict[str, dict], cases: dict, nets_: dict[str, nets.Net]) -> tuple[list, dict[int, dict]]:
+    """Engine groups (one per case, `group`) of the member tables (``role``, ``point``, ``sigma_w2``, ``sigma_b2``,
+    ``seed``, ``lr`` per member) and each member's row fields (global member index -> fields)."""
+    from jaxinit.train.members import Member
+    groups, info, index = [], {}, 0
+    for name, m in tables.items():
+        c = cases[name]
+        members = []
+        for j in range(len(m["role"])):
+            sw2, sb2, seed, lr = float(m["sigma_w2"][j]), float(m["sigma_b2"][j]), int(m["seed"][j]), float(m["lr"][j])
+            members.append(Member(index, name, float(np.sqrt(sw2)), seed, lr=lr, scale=(sw2, sb2)))
+            info[index] = {"case": name, "act": c.act, "depth": c.depth, "optimizer": c.optimizer, "width": c.width,
+                           "role": str(m["role"][j]), "point": int(m["point"][j]), "sigma_w2": sw2, "sigma_b2": sb2,
+                           "seed": seed, "lr": lr, "in_case": j}
+            index += 1
+        groups.append(group(name, c.optimizer, nets_[f"{c.act}__d{c.depth}"], members))
+    return groups, info
+
+
+def members_of(sweep, label: str) -> list[int]:
+    """Global indices of a group's members, in the case's order."""
+    return [m.index for c in sweep.groups[label] for m in c.members]
+
+
+def initial_signals(sweep, data: dict, nets_: dict[str, nets.Net], n: int = 256) -> dict[str, np.ndarray]:
+    """Per case, `init_signals` of its members at init on the first ``n`` training inputs (one chunk's initial state
+    at a time, beside the trained ones)."""
+    from jaxinit.train.members import chunk_to_stacked, init_chunk
+    x, y = data["x_train"][:n], data["y_train"][:n]
+    return {label: np.concatenate([init_signals(nets_["__".join(label.split("__")[:2])],
+                                                chunk_to_stacked(c, init_chunk(c, sweep.x_calib)).params, x, y)
+                                   for c in chunks]) for label, chunks in sweep.groups.items()}
+
+
+def study(t, data: dict, tables: dict[str, dict], cases: dict, nets_: dict, plan, summarize=None,
+          fingerprint: str | None = None, parts: dict | None = None):
+    """The engine's `jaxinit.train.engine.Study` of the member ``tables`` (`member_groups`) on ``data`` under the
+    study's training config ``t`` (`jaxinit.igb.config_train.TrainLoopConfig`: batch size, data seed, strategy,
+    chunk; `options`), evaluated per member (`evaluator` on `eval_sets`), with the study's ``summarize`` hook and
     fingerprint."""
     from jaxinit.train.engine import Study
-    sets = eval_sets(data)
-    return Study(Flat(data["x_train"], data["y_train"]), groups, plan,
-                 evaluator=lambda sweep: evaluator(sweep, sets, info),
-                 options=options(data, batch_size=t.batch_size, data_seed=t.seed, strategy=t.strategy, chunk=t.chunk),
+    sets, ds = eval_sets(data), Flat(data["x_train"], data["y_train"])
+    opts = options(data, batch_size=t.batch_size, data_seed=t.seed, strategy=t.strategy, chunk=t.chunk)
+    groups, info = member_groups(tables, cases, nets_)
+    return Study(ds, groups, plan, evaluator=lambda sweep: evaluator(sweep, sets, info), options=opts,
                  summarize=summarize, fingerprint=fingerprint, parts=parts)
 
 

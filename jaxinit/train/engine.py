@@ -46,14 +46,16 @@ class Plan(NamedTuple):
     """How a sweep runs: its length, evaluations, checkpoints and arithmetic."""
     epochs: int
     eval_every: int = 1              # evaluate every this many epochs ...
-    dense_until: int = 0             # ... and at every epoch up to this one (the IGB study's early steps)
+    dense_until: int = 0             # ... and at every dense_every-th epoch up to this one (the IGB study's early steps)
     checkpoint_every: int = 0        # epochs between checkpoints (0: never)
     async_checkpoint: bool = False
     precision: str = "float32"
     eval_train_subset: int = 0       # recorded in run.json: train-set metrics were on a subset
+    dense_every: int = 1
 
     def evaluated(self, epoch: int) -> bool:
-        return epoch <= self.dense_until or epoch % self.eval_every == 0 or epoch == self.epochs
+        dense = epoch <= self.dense_until and epoch % self.dense_every == 0
+        return dense or epoch % self.eval_every == 0 or epoch == self.epochs
 
     def checkpointed(self, epoch: int) -> bool:
         return bool(self.checkpoint_every) and (epoch % self.checkpoint_every == 0 or epoch == self.epochs)
