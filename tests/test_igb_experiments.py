@@ -78,6 +78,7 @@ def test_igb_train_smoke_runs_optimizers_and_depths_with_per_class_fields(train_
     assert {r["lr"] for r in adam} == {1e-3} and all(r["lr_curve"] == [] for r in adam)
     assert run["target_acc"] == pytest.approx(run["target_of_linear"] * run["linear_test_acc"])
     assert len(run["grid"]) == 2 and summary["tanh__d5__sgd"]["grid"] == []
+    assert json.loads((train_run / "run.json").read_text())["status"] == "finished"   # not the last epoch's
     rows = [json.loads(line) for line in (train_run / "metrics.jsonl").read_text().splitlines()]
     assert {(r["optimizer"], r["depth"]) for r in rows} == {(o, d) for o in ("sgd", "adam") for d in (3, 5)}
     assert sorted({r["step"] for r in rows}) == [0, 1, 2, 3, 6]   # every step up to dense_until = 2, every 3, the last

@@ -36,13 +36,12 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from jaxinit import distributed, runinfo
+from jaxinit import runinfo
 from jaxinit.config import ConfigError
 from jaxinit.data import Dataset, load_dataset
 from jaxinit.igb import nets, stats
 from jaxinit.igb import summary_rescale as summ
 from jaxinit.igb.config_rescale import IGBRescaleConfig
-from jaxinit.jsonsafe import finite_or_none
 from jaxinit.models import Model, activations
 from jaxinit.models.deep import DeepMLP
 from jaxinit.optim import SETTINGS, OptSetting
@@ -221,26 +220,10 @@ def options(ds: Dataset, batch_size: int, strategy: str, chunk: int) -> dict:
 
 
 def evaluator(sets: dict[str, EvalBatch], info: dict[int, dict]):
-    """``evaluator(sweep)`` -> ``evaluate(states, epoch)``: one JSON-ready row per member (``info[member]`` and
-    ``<split>_{acc,loss,fmax}``)."""
-    def make(sweep):
-        def evaluate(states, epoch: int) -> list[dict]:
-            rows = []
-            for label, chunks in sweep.groups.items():
-                for c, state in zip(chunks, states[label]):
-                    out = {s: distributed.to_host(c.fns.eval(state, b)) for s, b in sets.items()}
-                    diverged = np.atleast_1d(distributed.to_host(state.diverged))
-                    for j, m in enumerate(c.members):
-                        row = {"member": m.index, "epoch": epoch, "step": epoch, **info[m.index],
-                               "diverged": bool(diverged[j])}
-                        for s, metrics in out.items():
-                            row.update({f"{s}_{k}": finite_or_none(np.asarray(v)[j] if c.batched else v)
-                                        for k, v in metrics.items()})
-                        rows.append(row)
-            return sorted(rows, key=lambda r: r["member"])
-        return evaluate
-    return make
-
+    """``evaluator(sweep)`` -> ``evaluate(states, epoch)``: the IGB study's per-member rows
+    (`jaxinit.igb.train.evaluator`: ``info[member]`` and ``<split>_<metric>``, JSON-ready)."""
+    from jaxinit.igb import train as igb_train
+    return lambda sweep: igb_train.evaluator(sweep, sets, info)
 
 def eval_sets(ds: Dataset, splits: tuple[str, ...]) -> dict[str, EvalBatch]:
     return {s: EvalBatch(getattr(ds, f"x_{s}"), getattr(ds, f"y_{s}"), jnp.ones(getattr(ds, f"y_{s}").shape, bool))

@@ -27,12 +27,13 @@ from jaxinit.train.engine import Result
 
 
 def load_data(cfg: IGBTrainConfig) -> tuple[dict, int, tuple]:
-    """(flattened splits with a fixed training-evaluation subset, n_classes, input shape). A validation split is
-    required: the learning rates and the linear baseline's regularisation are chosen on it."""
+    """(flattened splits with a fixed training-evaluation subset, n_classes, input shape) of any config with
+    ``data`` and ``train.eval_train_n``. A validation split is required: the learning rates and the linear
+    baseline's regularisation are chosen on it."""
     from jaxinit.data import load_dataset
     ds = load_dataset(cfg.data)
     if not ds.x_val.shape[0]:
-        raise ConfigError(f"igb_train needs a validation split (rates are chosen on it); --data.name="
+        raise ConfigError(f"this study needs a validation split (rates are chosen on it); --data.name="
                           f"{cfg.data.name} gave none: raise --data.n_val or the data size")
     flat = lambda x: x.reshape(x.shape[0], -1)
     data = {"x_train": flat(ds.x_train), "y_train": ds.y_train, "x_val": flat(ds.x_val), "y_val": ds.y_val,

@@ -192,6 +192,7 @@ class RunFiles:
         distributed.barrier("jaxinit-fit-end")   # every host's checkpoint shards are on disk
         if self.writer and summary is not None:
             self.manifest.write_json(self.out / "summary.json", summary)
+        self.write_timing("finished")             # run.json's status follows the run to its end
 
 
 def _results_in(out: Path) -> list[str]:

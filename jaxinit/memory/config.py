@@ -1,0 +1,209 @@
+"""Configs and presets of the joined study (`jaxinit.memory.study`, `python -m experiments.memory_phases`).
+
+Plain deep MLPs initialised at the phase points of `jaxinit.igb.phases` (all at ``phases.sigma_b2``, so they and
+the ``phases.line`` points x EOC lie on one line of the phase diagram), each point at its own learning rate
+(the fair protocol of `jaxinit.igb.selection`), trained with low-LR SGD, Adam and SGD + L2 on 10-class data.
+Presets: ``smoke`` (tests, seconds), ``cpu`` (default; sized to about an hour on the shared 2-core CPU from a
+measured member-step, see `CPU`), ``paper`` (accelerator, not run). Every field's docstring is what ``--help``
+shows. Shared keys where the concept is shared (``model.*``, ``opt.*``, ``sweep.optimizers``, ``train.*``,
+``data.*``); ``phases.*`` is this study's own.
+"""
+from __future__ import annotations
+
+import math
+import typing
+from dataclasses import dataclass
+from typing import Literal
+
+from jaxinit.config import ConfigError, DataConfig, Preset, Presets, check_distinct_float32, check_float32, check_values
+
+Act = Literal["tanh", "relu"]
+Optimizer = Literal["sgd", "adam", "sgd_l2"]
+Phase = Literal["ordered-deep", "EOC", "prejudice", "neutrality", "chaotic-deep"]
+"""the phases of `jaxinit.igb.phases` for bounded (tanh) and unbounded (ReLU) activations"""
+OPTIMIZERS: tuple[str, ...] = typing.get_args(Optimizer)
+
+
+@dataclass(frozen=True)
+class MLPConfig:
+    acts: tuple[Act, ...] = ("tanh", "relu")
+    """activations of the plain deep MLP: tanh (ordered, EOC, prejudice, neutrality) and relu (ordered, EOC,
+    chaotic-deep)"""
+    width: int = 256
+    """hidden width"""
+    depths: tuple[int, ...] = (10,)
+    """hidden layers L; each depth a separate network (one compile per depth and optimizer)"""
+
+
+@dataclass(frozen=True)
+class PhaseConfig:
+    sigma_b2: float = 0.1
+    """bias variance of every point: the phase points and the line lie at this sigma_b2"""
+    ordered_factor: float = 0.75
+    """ordered-deep point = ordered_factor x EOC sigma_w2"""
+    chaotic_factor: float = 1.5
+    """chaotic-deep point (relu) = chaotic_factor x EOC sigma_w2"""
+    neutral_factor: float = 1.5
+    """neutrality point (tanh) = neutral_factor x the neutrality line's sigma_w2"""
+    names: tuple[Phase, ...] = ()
+    """phases trained (empty: every phase of the activation)"""
+    line: tuple[float, ...] = ()
+    """extra points sigma_w2 = f x EOC on the same line ('<f>xEOC'): the phase coordinate of the slope statistic"""
+    seeds: int = 5
+    """reported seeds per point (0, 1, ...): paired base draws and shared data order across points"""
+
+    @property
+    def eoc_factors(self) -> tuple[float, ...]:
+        """`jaxinit.igb.phases.case_points` reads the line under this name."""
+        return self.line
+
+
+@dataclass(frozen=True)
+class LrGridConfig:
+    sgd_lr: tuple[float, ...] = (3e-3, 1e-2, 3e-2)
+    """low-LR SGD rates tried at every point (one value: no selection)"""
+    adam_lr: tuple[float, ...] = (1e-4, 3e-4, 1e-3)
+    """Adam rates tried at every point"""
+    sgd_l2_lr: tuple[float, ...] = (3e-2, 0.1)
+    """SGD + L2 rates tried at every point (the forgetting study's larger rate with L2)"""
+    l2: float = 2e-2
+    """coupled L2 coefficient of sgd_l2 (jaxinit.optim.SETTINGS['sgd_l2'])"""
+    lr_sweep_steps: int = 100
+    """steps of each selection run"""
+    lr_sweep_seeds: int = 1
+    """selection seeds per (point, rate): 1000, ..., disjoint from the reported seeds"""
+
+    def lrs(self, optimizer: str) -> tuple[float, ...]:
+        """The rates tried for ``optimizer`` (a label of `OPTIMIZERS`)."""
+        return getattr(self, f"{optimizer}_lr")
+
+
+@dataclass(frozen=True)
+class SweepConfig:
+    optimizers: tuple[Optimizer, ...] = ("sgd", "adam", "sgd_l2")
+    """optimizer settings every point trains with: sgd (low rate), adam, sgd_l2 (larger rate + coupled L2)"""
+
+
+@dataclass(frozen=True)
+class TrainLoopConfig:
+    steps: int = 1000
+    """training steps of every reported run"""
+    batch_size: int = 64
+    """minibatch size (indices drawn without replacement from fold_in(data key, step), shared by all members)"""
+    eval_every: int = 50
+    """evaluate every this many steps; the selected step is the first with the lowest validation loss"""
+    eval_train_n: int = 256
+    """training inputs on which train accuracy (interpolation) is measured (0 = all)"""
+    n_off: int = 512
+    """off-distribution inputs: Gaussian with the training inputs' mean |x|^2 / d"""
+    seed: int = 0
+    """root key of the batches and of the off-distribution inputs"""
+    checkpoint_every: int = 0
+    """steps between checkpoints of the run directory (0 = never)"""
+    strategy: Literal["vmap", "sequential", "chunked"] = "vmap"
+    """how a case's members run (jaxinit.train.members)"""
+    chunk: int = 4
+    """members per vmap chunk when strategy = chunked"""
+    phase_res: int = 60
+    """theory phase diagram resolution per axis (overlay figure)"""
+
+
+@dataclass(frozen=True)
+class MemoryPhasesConfig:
+    model: MLPConfig = MLPConfig()
+    """the plain deep MLPs"""
+    phases: PhaseConfig = PhaseConfig()
+    """the points: one per phase and the line, all at phases.sigma_b2"""
+    opt: LrGridConfig = LrGridConfig()
+    """the rate grids of the fair protocol, per optimizer"""
+    sweep: SweepConfig = SweepConfig()
+    """the optimizers"""
+    train: TrainLoopConfig = TrainLoopConfig()
+    """the training loop and the evaluations"""
+    data: DataConfig = DataConfig(name="mnist1d", normalize="sphere")
+    """10-class inputs on the sphere |x|^2/d = 1"""
+
+
+SMOKE = MemoryPhasesConfig(
+    model=MLPConfig(acts=("tanh",), width=16, depths=(3,)),
+    phases=PhaseConfig(names=("ordered-deep", "EOC", "neutrality"), seeds=2),
+    opt=LrGridConfig(sgd_lr=(0.05, 0.2), adam_lr=(1e-3,), sgd_l2_lr=(0.1,), lr_sweep_steps=3),
+    sweep=SweepConfig(optimizers=("sgd", "adam", "sgd_l2")),
+    train=TrainLoopConfig(steps=6, batch_size=32, eval_every=3, eval_train_n=64, n_off=64, phase_res=8),
+    data=DataConfig(name="mnist1d", normalize="sphere", n_samples=400, n_val=64, n_test=64),
+)
+CPU = MemoryPhasesConfig(
+    model=MLPConfig(acts=("tanh", "relu"), width=256, depths=(10,)),
+    phases=PhaseConfig(line=(0.5, 2.5), seeds=5),
+    opt=LrGridConfig(lr_sweep_steps=100, lr_sweep_seeds=1),
+    train=TrainLoopConfig(steps=1000, batch_size=64, eval_every=50, n_off=512),
+    data=DataConfig(name="mnist1d", normalize="sphere", n_samples=4000),
+)
+"""Default; NOT RUN YET. tanh (ordered-deep, EOC, prejudice, neutrality, 0.5x and 2.5x EOC: 6 points) and relu
+(ordered-deep, EOC, chaotic-deep, 0.5x and 2.5x EOC: 5 points) at depth 10, width 256, sigma_b2 = 0.1; 5 seeds;
+SGD / Adam / SGD + L2, each point at its own rate (selection: 3 / 3 / 2 rates x 1 seed x 100 steps); 1,000
+reported steps of batch 64 (~22 passes over mnist1d's 2,880 training inputs), evaluated every 50 steps on test
+(800), validation (320), 256 training and 512 off-distribution inputs.
+
+Sizing, measured 2026-12-02 on the shared 2-core CPU (load 5-6: another engineer's runs on both cores) with
+/tmp-only timing runs of this preset's reported stage on the engine (vmap, 40 / 20 steps): one step of a case's
+members took 0.406 s for tanh + SGD (30 members: 13.5 ms per member-step) and 0.390 s for relu + Adam (25
+members: 15.6 ms); one evaluation of all four splits 2.9 s / 2.3 s (~0.1 s per member); compile ~5-6 s per group.
+At ~14.5 ms per member-step: reported 165 members x 1,000 steps = 40 min, their 21 evaluations 6 min, selection
+88 members x 100 steps 2 min, set-up and compiles ~3 min: about 51 min. 1,500 steps (first plan) would be ~75 min."""
+PAPER = MemoryPhasesConfig(
+    model=MLPConfig(acts=("tanh", "relu"), width=512, depths=(10, 20, 50)),
+    phases=PhaseConfig(line=(0.5, 0.6, 0.85, 1.15, 1.3, 2.0, 2.5, 4.0), seeds=8),
+    opt=LrGridConfig(sgd_lr=(1e-3, 3e-3, 1e-2, 3e-2), adam_lr=(3e-5, 1e-4, 3e-4, 1e-3),
+                     sgd_l2_lr=(1e-2, 3e-2, 0.1), lr_sweep_steps=500, lr_sweep_seeds=2),
+    train=TrainLoopConfig(steps=20000, batch_size=128, eval_every=250, n_off=2048, eval_train_n=2000),
+    data=DataConfig(name="mnist1d", normalize="sphere", n_samples=10000),
+)
+PRESETS = Presets({
+    "smoke": Preset(SMOKE, "tests, seconds: tanh width 16 depth 3, three phases, 2 seeds, 6 steps, "
+                           "SGD / Adam / SGD+L2"),
+    "cpu": Preset(CPU, "tanh and relu depth 10 width 256, every phase + a line, 5 seeds, SGD / Adam / SGD+L2 at "
+                       "their own rates, 1,000 steps on mnist1d; ~51 min here (measured member-step)"),
+    "paper": Preset(PAPER, "width 512, depths 10/20/50, 8 seeds, a dense line, 20,000 steps; accelerator, not run"),
+})
+
+
+def validate(cfg: MemoryPhasesConfig) -> None:
+    """One-line `ConfigError` for values that make no sense."""
+    check_values(cfg)
+    m, p, o, t, opts = cfg.model, cfg.phases, cfg.opt, cfg.train, cfg.sweep.optimizers
+    if m.width < 1 or not m.depths or min(m.depths) < 1 or len(set(m.depths)) != len(m.depths):
+        raise ConfigError(f"--model: width and every depth must be >= 1 (depths distinct), got {m.width}, {m.depths}")
+    if not opts or len(set(opts)) != len(opts) or not m.acts or len(set(m.acts)) != len(m.acts):
+        raise ConfigError("--sweep.optimizers and --model.acts: at least one each, no value repeated")
+    if not (math.isfinite(p.sigma_b2) and p.sigma_b2 >= 0):
+        raise ConfigError(f"--phases.sigma_b2 must be finite and >= 0, got {p.sigma_b2}")
+    check_float32("phases.sigma_b2", p.sigma_b2)
+    if not (0 < p.ordered_factor < 1 and p.chaotic_factor > 1 and p.neutral_factor > 1):
+        raise ConfigError("--phases: ordered_factor in (0, 1), chaotic_factor and neutral_factor > 1")
+    if not all(math.isfinite(f) and f > 0 for f in p.line) or len(set(p.line)) != len(p.line) or 1.0 in p.line:
+        raise ConfigError(f"--phases.line: distinct factors > 0 other than 1 (the EOC is a phase point), got {p.line}")
+    if len(set(p.names)) != len(p.names):
+        raise ConfigError(f"--phases.names must not repeat a phase, got {p.names}")
+    from jaxinit.igb.phases import check_names
+    for act in m.acts:
+        check_names(act, p.names)
+    if min(p.seeds, t.steps, t.batch_size, t.eval_every, t.n_off, t.phase_res, o.lr_sweep_steps,
+           o.lr_sweep_seeds) < 1:
+        raise ConfigError("--phases.seeds, --train.steps, batch_size, eval_every, n_off, phase_res, "
+                          "--opt.lr_sweep_steps and lr_sweep_seeds must be >= 1")
+    if t.eval_train_n < 0 or t.checkpoint_every < 0:
+        raise ConfigError("--train.eval_train_n and checkpoint_every must be >= 0")
+    if not (math.isfinite(o.l2) and o.l2 > 0):
+        raise ConfigError(f"--opt.l2 must be finite and > 0, got {o.l2}")
+    for name in opts:
+        key, lrs = f"opt.{name}_lr", o.lrs(name)
+        if not lrs or not all(math.isfinite(v) and v > 0 for v in lrs):
+            raise ConfigError(f"--{key}: give at least one learning rate, each finite and > 0, got {lrs}")
+        for v in lrs:
+            check_float32(key, v)
+        check_distinct_float32(key, lrs)
+
+
+__all__ = ["MemoryPhasesConfig", "MLPConfig", "PhaseConfig", "LrGridConfig", "SweepConfig", "TrainLoopConfig",
+           "PRESETS", "SMOKE", "CPU", "PAPER", "validate", "OPTIMIZERS"]

@@ -1,0 +1,162 @@
+"""`fit(cfg, workdir=None) -> Result`: plain MLPs from every phase of the theory, each at its own learning rate,
+trained with low-LR SGD, Adam and SGD + L2 on the one engine, with both instruments on every member.
+
+A *case* is (activation, depth, optimizer) (`jaxinit.igb.phases.Case`); its points are the IGB study's phase
+points and the ``phases.line`` points (`jaxinit.igb.phases.case_points`), labelled by the theory at init
+(`init_theory`). Stages, as in `jaxinit.igb.study_train`: (1) the fair protocol's selection
+(`jaxinit.igb.selection`: members, arrays and rules reused; the study is this module's because SGD + L2 is not an
+IGB optimizer); (2) reported runs, each point's seeds 0, 1, ... at its own rate (`jaxinit.igb.reported.members`),
+evaluated every ``train.eval_every`` steps on test, validation (selects the step), a training subset and the
+off-distribution inputs (`jaxinit.memory.measures`). Batches are shared by every member (`jaxinit.igb.train.
+options`); members of one seed share their base draw: points are paired. The summary is `jaxinit.memory.summary`.
+"""
+from __future__ import annotations
+
+import dataclasses
+from pathlib import Path
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+
+from jaxinit import runinfo
+from jaxinit.igb import phases, reported, selection, train
+from jaxinit.memory import measures, summary as summary_lib
+from jaxinit.memory.config import MemoryPhasesConfig
+from jaxinit.optim import SETTINGS, OptSetting
+from jaxinit.train import engine
+from jaxinit.train.engine import Group, Plan, Result, Study
+from jaxinit.train.members import Member
+from jaxinit.train.step import EvalBatch
+
+OFF_STREAM = 0x0ff      # fold_in tag of the off-distribution inputs' key
+
+
+def load_data(cfg: MemoryPhasesConfig) -> tuple[dict, int, tuple]:
+    """`jaxinit.igb.study_train.load_data`'s splits (validation required: rates and the selected step are chosen on
+    it) plus ``x_off``: Gaussian inputs at the training inputs' mean |x|^2 / d."""
+    from jaxinit.igb.study_train import load_data as igb_load_data
+    data, n_classes, shape = igb_load_data(cfg)
+    key = jax.random.fold_in(jax.random.key(cfg.train.seed), OFF_STREAM)
+    data["x_off"] = measures.off_distribution_inputs(key, data["x_train"], cfg.train.n_off)
+    return data, n_classes, shape
+
+def check_setup(cfg: MemoryPhasesConfig) -> None:
+    """Every error `load_data` would find, before anything is trained."""
+    load_data(cfg)
+
+
+def init_theory(act: str, depth: int, sigma_w2, sigma_b2, n_classes: int) -> dict[str, np.ndarray]:
+    """Per point, the theory at init for inputs with q0 = 1, c0 = 0 (the off-distribution inputs): ``c_star``
+    (`theory.meanfield.fixed_point`), ``c_L`` (`propagate`, layer L), ``gamma_L`` = c_L / (1 - c_L) and
+    ``fmax_theory`` = E f_max(gamma_L, n_classes) (`theory.igb.fmax_mean`)."""
+    from theory import igb, meanfield as mf
+    sw, sb = np.asarray(sigma_w2, float), np.asarray(sigma_b2, float)
+    c_L = np.asarray(mf.propagate(sw, sb, act, depth)[1], float)[..., -1]
+    gamma = np.asarray(igb.gamma_from_c(c_L), float)
+    return {"c_star": np.asarray(mf.fixed_point(sw, sb, act)[1], float), "c_L": c_L, "gamma_L": gamma,
+            "fmax_theory": np.asarray(igb.fmax_mean(gamma, n_classes), float)}
+
+
+def study_cases(cfg: MemoryPhasesConfig, n_classes: int) -> dict[str, phases.Case]:
+    """Every case in result order (activations, depths, optimizers), its points with their theory at init."""
+    out = {}
+    for act in cfg.model.acts:
+        for depth in cfg.model.depths:
+            points = phases.case_points(act, depth, cfg.phases)
+            points.update(init_theory(act, depth, points["sigma_w2"], points["sigma_b2"], n_classes))
+            for optimizer in cfg.sweep.optimizers:
+                out[f"{act}__d{depth}__{optimizer}"] = phases.Case(act, depth, optimizer, cfg.model.width, points, {})
+    return out
+
+
+def setting(optimizer: str, lr: float, l2: float) -> OptSetting:
+    """The registry's setting (`jaxinit.optim.SETTINGS`) at ``lr``; sgd_l2 with coupled L2 ``l2``, constant rate."""
+    return dataclasses.replace(SETTINGS[optimizer], lr=float(lr), l2=float(l2) if optimizer == "sgd_l2" else 0.0)
+
+
+def member_groups(tables: dict[str, dict], cases: dict, nets_: dict, l2: float) -> tuple[list[Group], dict[int, dict]]:
+    """Engine groups (one per case; members with traced (sigma_w2, sigma_b2), seed and rate) and each member's
+    row fields, as `jaxinit.igb.train.member_groups` with this study's optimizers."""
+    groups, info, index = [], {}, 0
+    for name, m in tables.items():
+        c, members = cases[name], []
+        for j in range(len(m["role"])):
+            sw2, sb2, seed, lr = float(m["sigma_w2"][j]), float(m["sigma_b2"][j]), int(m["seed"][j]), float(m["lr"][j])
+            members.append(Member(index, name, float(np.sqrt(sw2)), seed, lr=lr, scale=(sw2, sb2)))
+            info[index] = {"case": name, "act": c.act, "depth": c.depth, "optimizer": c.optimizer,
+                           "role": str(m["role"][j]), "point": int(m["point"][j]), "sigma_w2": sw2, "sigma_b2": sb2,
+                           "seed": seed, "lr": lr}
+            index += 1
+        net = nets_[f"{c.act}__d{c.depth}"]
+        groups.append(Group(name, setting(c.optimizer, members[0].lr, l2), members, ("igb_net", net),
+                            train.net_model(net)))
+    return groups, info
+
+
+def eval_sets(data: dict, splits: tuple[str, ...]) -> dict[str, EvalBatch]:
+    """The evaluated splits among test, val, train (the fixed subset) and off (labels 0: only f_max, the class
+    frequencies, c and gamma mean anything there)."""
+    pairs = {"test": (data["x_test"], data["y_test"]), "val": (data["x_val"], data["y_val"]),
+             "train": (data["x_train_eval"], data["y_train_eval"]),
+             "off": (data["x_off"], jnp.zeros(data["x_off"].shape[0], jnp.int32))}
+    return {k: EvalBatch(x, y, jnp.ones(y.shape, bool)) for k, (x, y) in pairs.items() if k in splits}
+
+
+def make_study(cfg: MemoryPhasesConfig, data: dict, tables: dict, cases: dict, nets_: dict, plan: Plan,
+               splits: tuple[str, ...], summarize=None, fingerprint: str | None = None,
+               parts: dict | None = None) -> Study:
+    """The engine's `Study` of ``tables``: `jaxinit.igb.train.options` (shared batches) with `measures.eval_memory`
+    as the evaluation, rows by `jaxinit.igb.train.evaluator` on ``splits``."""
+    t = cfg.train
+    opts = {**train.options(data, batch_size=t.batch_size, data_seed=t.seed, strategy=t.strategy, chunk=t.chunk),
+            "eval_fn": measures.eval_memory, "eval_key": "memory_phases"}
+    groups, info = member_groups(tables, cases, nets_, cfg.opt.l2)
+    sets = eval_sets(data, splits)
+    return Study(train.Flat(data["x_train"], data["y_train"]), groups, plan, opts,
+                 evaluator=lambda sweep: train.evaluator(sweep, sets, info), summarize=summarize,
+                 fingerprint=fingerprint, parts=parts)
+
+
+def choose_rates(cfg: MemoryPhasesConfig, data: dict, nets_: dict, cases: dict, progress: bool = True) -> dict:
+    """Per case the chosen rate of every point (`jaxinit.igb.selection.arrays`, or `unselected` for a one-rate grid),
+    from selection runs on seeds 1000, ... trained in memory."""
+    chosen = {name: selection.unselected(cfg.opt.lrs(c.optimizer), len(c.points["role"])) for name, c in cases.items()}
+    grids = {name: cfg.opt.lrs(c.optimizer) for name, c in cases.items() if len(cfg.opt.lrs(c.optimizer)) > 1}
+    if not grids:
+        return chosen
+    n_seeds, n = cfg.opt.lr_sweep_seeds, cfg.opt.lr_sweep_steps
+    tables = {name: selection.members(cases[name].points, lrs, n_seeds) for name, lrs in grids.items()}
+
+    def summarize(sweep, rows):
+        return None, {name: selection.arrays(train.case_arrays(rows, train.members_of(sweep, name)), lrs,
+                                             len(cases[name].points["role"]), n_seeds) for name, lrs in grids.items()}
+    spec = make_study(cfg, data, tables, cases, nets_, Plan(epochs=n, eval_every=n), ("test", "val"), summarize)
+    chosen.update(engine.fit(spec, progress=progress).arrays)
+    return chosen
+
+
+def reported_study(cfg: MemoryPhasesConfig, data: dict, nets_: dict, cases: dict, chosen: dict, n_classes: int,
+                   checkpoints: bool) -> Study:
+    """Every point's seeds at its chosen rate, evaluated on test, val, train and off; summary `summary.summarize`."""
+    tables = {name: reported.members(c.points, chosen[name]["point_lr"]) for name, c in cases.items()}
+    t = cfg.train
+    plan = Plan(epochs=t.steps, eval_every=t.eval_every, checkpoint_every=t.checkpoint_every if checkpoints else 0)
+
+    def summarize(sweep, rows):
+        return summary_lib.summarize(rows, cases, chosen, batch_size=t.batch_size, l2=cfg.opt.l2, n_classes=n_classes)
+    digest, parts = runinfo.fingerprint(cfg)
+    return make_study(cfg, data, tables, cases, nets_, plan, ("test", "val", "train", "off"), summarize, digest, parts)
+
+
+def fit(cfg: MemoryPhasesConfig, workdir: str | Path | None = None, *, resume: bool = False,
+        progress: bool = True) -> Result:
+    """The whole study of ``cfg`` (module docstring); files only with a ``workdir`` (in memory otherwise)."""
+    from jaxinit.memory.config import validate
+    validate(cfg)
+    data, n_classes, shape = load_data(cfg)
+    cases = study_cases(cfg, n_classes)
+    nets_ = train.make_nets(cases, n_classes, shape)
+    chosen = choose_rates(cfg, data, nets_, cases, progress)
+    spec = reported_study(cfg, data, nets_, cases, chosen, n_classes, checkpoints=workdir is not None)
+    return engine.fit(spec, workdir, resume=resume, progress=progress)
