@@ -137,7 +137,7 @@ class IGBTrainConfig:
     grid: GridConfig = GridConfig()
     """a (sigma_w2, sigma_b2) grid for the overlay"""
     opt: LrGridConfig = LrGridConfig()
-    """the learning rates swept at the EOC, per optimizer, activation and depth"""
+    """the learning-rate grids, per optimizer, from which every point selects its own rate"""
     sweep: SweepConfig = SweepConfig()
     """the optimizers"""
     train: TrainLoopConfig = TrainLoopConfig()
