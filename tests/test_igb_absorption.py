@@ -3,6 +3,7 @@ import numpy as np
 import pytest
 
 from jaxinit.igb import absorption as ab
+from jaxinit.igb import baseline as bl
 
 SHARE = 0.535          # majority label share of the binarised digits test split
 STEPS = np.array([0, 2, 4, 6, 8, 10, 12])
@@ -79,9 +80,9 @@ def test_nan_evaluations_count_as_not_absorbed_and_bad_shapes_raise():
 
 
 def test_majority_share():
-    assert ab.majority_share([0, 1, 1, 1]) == 0.75 and ab.majority_share(np.array([2, 2, 0, 1, 3])) == 0.4
+    assert bl.majority_share([0, 1, 1, 1]) == 0.75 and bl.majority_share(np.array([2, 2, 0, 1, 3])) == 0.4
     with pytest.raises(ValueError):
-        ab.majority_share([])
+        bl.majority_share([])
 
 
 # --------------------------------------------------------------------------- linear baseline
@@ -96,21 +97,21 @@ def _linearly_separable(n, d=10, seed=0, noise=0.0):
 def test_linear_baseline_selects_on_validation_and_is_deterministic():
     (xtr, ytr), (xva, yva), (xte, yte) = (_linearly_separable(n, seed=s, noise=2.0) for n, s in
                                           ((400, 1), (200, 2), (300, 3)))
-    res = ab.linear_baseline(xtr, ytr, xva, yva, xte, yte)
+    res = bl.linear_baseline(xtr, ytr, xva, yva, xte, yte)
     for kind in ("ridge", "logistic"):
         r = res[kind]
         assert r["val_acc"] == max(g["val_acc"] for g in r["grid"])            # chosen on validation
         assert r["param"] == next(g["param"] for g in r["grid"] if g["val_acc"] == r["val_acc"])   # ties: first
         assert 0.85 < r["test_acc"] <= 1.0                                     # a linear rule with 2 / 19.6 noise
-    assert res["n_test"] == 300 and res["majority_share"] == ab.majority_share(yte)
-    assert ab.linear_baseline(xtr, ytr, xva, yva, xte, yte) == res
+    assert res["n_test"] == 300 and res["majority_share"] == bl.majority_share(yte)
+    assert bl.linear_baseline(xtr, ytr, xva, yva, xte, yte) == res
 
 
 def test_linear_baseline_is_at_chance_on_labels_that_ignore_the_inputs():
     rng = np.random.default_rng(4)
     x = rng.standard_normal((900, 20))
     y = (rng.uniform(size=900) < 0.7).astype(int)       # 70 % ones, independent of x
-    res = ab.linear_baseline(x[:500], y[:500], x[500:650], y[500:650], x[650:], y[650:])
+    res = bl.linear_baseline(x[:500], y[:500], x[500:650], y[500:650], x[650:], y[650:])
     assert abs(res["logistic"]["test_acc"] - res["majority_share"]) < 0.08
     assert abs(res["ridge"]["test_acc"] - res["majority_share"]) < 0.08
 
@@ -120,7 +121,7 @@ def test_ten_classes_and_image_shaped_inputs():
     centres = rng.standard_normal((10, 4, 4, 1)) * 3
     y = rng.integers(0, 10, 600)
     x = centres[y] + rng.standard_normal((600, 4, 4, 1))
-    res = ab.linear_baseline(x[:300], y[:300], x[300:400], y[300:400], x[400:], y[400:], alphas=(1.0,), cs=(1.0,))
+    res = bl.linear_baseline(x[:300], y[:300], x[300:400], y[300:400], x[400:], y[400:], alphas=(1.0,), cs=(1.0,))
     assert res["ridge"]["test_acc"] > 0.9 and res["logistic"]["test_acc"] > 0.9
     with pytest.raises(ValueError, match="validation"):
-        ab.linear_baseline(x[:300], y[:300], x[:0], y[:0], x[400:], y[400:])
+        bl.linear_baseline(x[:300], y[:300], x[:0], y[:0], x[400:], y[400:])

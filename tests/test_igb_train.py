@@ -12,7 +12,8 @@ from jaxinit.intervals import t_interval
 from jaxinit.models.deep import DeepMLP
 from jaxinit.train import engine
 from jaxinit.train.engine import Plan
-from jaxinit.train.members import Member
+from jaxinit.train.members import Member, chunk_to_stacked
+from theory import phase
 
 
 def _data(n=64, d=8, seed=0):
@@ -70,6 +71,44 @@ def test_each_optimizer_trains(name):
     assert hist["train_loss"][-1, 0] < 0.9 * hist["train_loss"][0, 0]
 
 
+@pytest.mark.parametrize("strategy", ["vmap", "sequential"])
+def test_the_evaluation_of_step_0_measures_the_initial_signals(strategy):
+    """``init_signal`` comes from the rows of step 0 (the initial states), equal to `init_signals` on the members'
+    initial parameters, and only step 0 carries it."""
+    net = nets.make_net(DeepMLP(2, 16, 4, "tanh"), (8,))
+    data = _data()
+    members = [Member(i, "case", 1.0, i % 2, lr=0.01, scale=(s, 0.1)) for i, s in enumerate([0.8, 1.0, 2.0])]
+    sweep = train.build(data, [train.group("case", "sgd", net, members)], Plan(epochs=2, eval_every=1),
+                        batch_size=16, data_seed=5, strategy=strategy)
+    probe = train.SignalProbe({"case": net}, data["x_train"][:32], data["y_train"][:32])
+    init = engine.init_states(sweep)
+    rows, _ = engine.run(sweep, train.evaluator(sweep, train.eval_sets(data), {i: {} for i in range(3)}, probe),
+                         progress=False)
+    assert [r["epoch"] for r in rows if "init_signal" in r] == [0, 0, 0]
+    got = train.case_arrays(rows, [0, 1, 2])["init_signal"]
+    x, y = data["x_train"][:32], data["y_train"][:32]
+    expected = np.concatenate([train.init_signals(net, chunk_to_stacked(c, st).params, x, y)
+                               for c, st in zip(sweep.groups["case"], init["case"])])
+    assert got.shape == (3, 5, 2) and got.dtype == np.float32
+    np.testing.assert_array_equal(got, expected)
+    assert got[2, 0].mean() > got[0, 0].mean()      # sigma_w2 = 2 backpropagates more signal to layer 1 than 0.8
+
+
+def test_shared_batches_give_every_member_the_batch_of_the_step_from_the_data_seed():
+    """The engine's ``shared_batches``: members of any seed draw the same batch, step s's from
+    fold_in(fold_in(key(data_seed), 0xda7a), s) without replacement (the stream every IGB result was made with)."""
+    net = nets.make_net(DeepMLP(2, 8, 2, "tanh"), (8,))
+    members = [Member(i, "case", 1.0, seed, lr=0.01, scale=(1.0, 0.1)) for i, seed in enumerate([0, 3, 7])]
+    sweep = train.build(_data(), [train.group("case", "sgd", net, members)], Plan(epochs=3), batch_size=16,
+                        data_seed=5, strategy="vmap")
+    c = sweep.groups["case"][0]
+    key = jax.random.fold_in(jax.random.key(5), 0xda7a)
+    for epoch in (1, 2, 3):
+        orders = np.asarray(c.fns.order(c.args.seed, np.int32(epoch), 64))
+        expected = np.asarray(jax.random.choice(jax.random.fold_in(key, epoch - 1), 64, (16,), replace=False))
+        assert orders.shape == (3, 16) and (orders == expected).all() and len(set(expected.tolist())) == 16
+
+
 def test_unknown_optimizer_is_a_config_error():
     with pytest.raises(ConfigError, match="unknown optimizer 'lion'"):
         train.setting("lion", 0.1)
@@ -80,7 +119,7 @@ def test_backward_factor_at_init_is_chi1_to_the_depth():
     from theory import meanfield as mf
     depth, sw2 = 8, 0.5
     net = nets.make_net(DeepMLP(2, 1024, depth, "linear"), (64,))
-    params, _ = train.net_model(net).init(jax.random.key(2), (sw2, 0.0))
+    params, _ = net.model.init(jax.random.key(2), (sw2, 0.0))
     x = jax.random.normal(jax.random.key(3), (64, 64))
     signal = train.init_signals(net, jax.tree.map(lambda a: a[None], params), x, jnp.arange(64) % 2)
     measured = summary_train.grad_factor(np.asarray(signal))[0]
@@ -123,7 +162,7 @@ def test_selection_trains_every_point_at_every_rate_and_a_single_rate_is_taken_a
                   opt=config_train.LrGridConfig(sgd_lr=(0.01, 0.2), adam_lr=(1e-3,), lr_sweep_steps=2, lr_sweep_seeds=2))
     data, n_classes, shape = study_train.load_data(cfg)
     cases = phases.study_cases(cfg)
-    study = selection.selection_study(cfg, data, train.make_nets(cases, n_classes, shape), cases)
+    study = selection.selection_study(cfg, data, nets.case_nets(cases, n_classes, shape), cases)
     assert [g.label for g in study.groups] == ["tanh__d3__sgd"]          # adam has one rate: nothing to select
     selected = engine.fit(study, progress=False).arrays
     out = selected["tanh__d3__sgd"]
@@ -132,7 +171,7 @@ def test_selection_trains_every_point_at_every_rate_and_a_single_rate_is_taken_a
     assert set(out["point_lr"].tolist()) <= {0.01, 0.2}
     np.testing.assert_array_equal(out["point_lr"], out["select_lr"][selection.choose(out["select_val_acc"],
                                                                                      out["select_alive"])])
-    chosen = selection.choose_rates(cfg, data, train.make_nets(cases, n_classes, shape), cases, progress=False)
+    chosen = selection.choose_rates(cfg, data, nets.case_nets(cases, n_classes, shape), cases, progress=False)
     assert chosen["tanh__d3__adam"]["point_lr"].tolist() == [1e-3] * 4
     np.testing.assert_array_equal(chosen["tanh__d3__sgd"]["point_lr"], out["point_lr"])   # deterministic selection
 
@@ -167,7 +206,7 @@ def test_phase_names_and_eoc_factors_choose_the_points_and_pooled_relu_has_two_e
     assert pooled["gradient EOC"] == pytest.approx(4 / 3, rel=1e-6)
     assert pooled["between"] == pytest.approx(np.sqrt(pooled["EOC"] * 4 / 3), rel=1e-9)
     assert pooled["chaotic-deep"] == pytest.approx(1.25 * 4 / 3, rel=1e-6)
-    labels = phases.point_theory("relu+maxpool", 30, [pooled["between"]], [0.0])["theory_phase"].tolist()
+    labels = phase.point_theory("relu+maxpool", 30, [pooled["between"]], [0.0])["theory_phase"].tolist()
     assert labels == ["vanishing-gradient deep prejudice (chi1~ >= 1 > chi1)"]
     with pytest.raises(ConfigError, match="none of --phases.names"):
         phases.case_points("relu", 30, replace(config_train.PhaseConfig(), names=("neutrality",)))

@@ -25,7 +25,7 @@ import jax.numpy as jnp
 from jax.scipy.special import ndtr, ndtri
 
 from theory import quadrature
-from theory.x64 import f64, flat_padded, scoped, unpad
+from theory.x64 import f64, padded_map, scoped
 
 N_XI = 48               # Gauss-Hermite nodes for the xi-average of the n-class formula
 
@@ -210,8 +210,7 @@ def fmax_mean(gamma, n_classes: int = 2):
     _check_classes(n_classes)
     if n_classes == 2:
         return fmax_binary_mean(gamma)
-    shape, size, (flat,) = flat_padded((gamma,))
-    mean = 1.0 - unpad(_fmax_gaps(flat, int(n_classes)), size, shape)
+    mean = 1.0 - padded_map(lambda flat: _fmax_gaps(flat, int(n_classes)), gamma)
     # gamma = 0: every class wins each input with probability 1/n whatever the centres are; the quadrature
     # of the gap gives 1/n only to ~2e-9 (10 classes), so the exact value is returned there
     return jnp.where(f64(gamma) == 0.0, 1.0 / n_classes, mean)

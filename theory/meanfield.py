@@ -41,12 +41,11 @@ from __future__ import annotations
 import functools
 
 import jax
-import jax.numpy as jnp
 
 from theory import pointwise as pw
 from theory.activations import Activation, get
 from theory.pointwise import solve_decreasing
-from theory.x64 import bucket, flat_padded, scoped, unpad
+from theory.x64 import bucket, padded_map, scoped
 
 
 def check_criterion(criterion: str) -> None:
@@ -88,8 +87,7 @@ def _batched(kind: str, act_name: str, *args):
 def _run(kind: str, act: str, *args):
     """Broadcast `args`, flatten, pad to `bucket`, run the vmapped kernel, restore the broadcast shape (an unknown
     `act` raises `get`'s ValueError while the kernel is traced)."""
-    shape, size, flat = flat_padded(args)
-    return unpad(_batched(kind, act, *flat), size, shape)
+    return padded_map(functools.partial(_batched, kind, act), *args)
 
 
 @scoped
@@ -193,8 +191,7 @@ def backward_product(sigma_w2, sigma_b2, act: str, depth: int, q0=1.0):
     depth = int(depth)
     if depth < 1:
         raise ValueError(f"depth must be >= 1, got {depth}")
-    shape, size, flat = flat_padded((sigma_w2, sigma_b2, q0))
-    return unpad(_backward_product_batched(act, depth, *flat), size, shape)
+    return padded_map(functools.partial(_backward_product_batched, act, depth), sigma_w2, sigma_b2, q0)
 
 
 @scoped
@@ -267,8 +264,7 @@ def propagate(sigma_w2, sigma_b2, act: str, depth: int, q0=1.0, c0=0.0):
     depth = int(depth)
     if depth < 1:
         raise ValueError(f"depth must be >= 1, got {depth}")
-    shape, size, flat = flat_padded((sigma_w2, sigma_b2, q0, c0))
-    return unpad(_propagate_batched(act, depth, *flat), size, shape)
+    return padded_map(functools.partial(_propagate_batched, act, depth), sigma_w2, sigma_b2, q0, c0)
 
 
 __all__ = ["q_map", "c_map", "propagate", "fixed_point", "chi1", "chi1_tilde", "criticality", "eoc",

@@ -39,6 +39,7 @@ import functools
 
 import jax
 import jax.numpy as jnp
+import numpy as np
 from jax import lax
 
 from theory import meanfield as mf
@@ -164,5 +165,31 @@ def phase_points(act: str, sigma_w2, sigma_b2, depth: int) -> dict:
     return _trained_points(act, int(depth), w, b)
 
 
+def point_theory(act: str, depth: int, sigma_w2, sigma_b2) -> dict:
+    """`phase_points` as a list of trained points is labelled with (numpy arrays, one entry per point):
+    ``theory_phase`` (the `PHASE_LEGEND` name), ``chi1_pow`` (`chi_1^(L-1)` at `q*`), ``backward_product``
+    (`E|delta_1|^2 / E|delta_L|^2` along `q_l`, inputs with `q0 = 1`), ``xi_c`` and ``depth_over_xi_c``
+    (`L / xi_c`, 0 where `xi_c` is infinite: the organising variable of the trainability study)."""
+    t = {k: np.asarray(v) for k, v in phase_points(act, sigma_w2, sigma_b2, depth).items()}
+    xi_c = t["xi_c"].astype(float)
+    return {"theory_phase": np.array([PHASE_LEGEND[int(c)] for c in t["phase"]]),
+            "chi1_pow": t["chi1"].astype(float) ** (int(depth) - 1),
+            "backward_product": t["backward_product"].astype(float), "xi_c": xi_c, "depth_over_xi_c": depth / xi_c}
+
+
+def diagram_around(act: str, depth: int, sigma_w2, sigma_b2, res: int) -> dict:
+    """The ``res`` x ``res`` `phase_diagram` on geometric grids spanning the points ``sigma_w2``, ``sigma_b2``
+    (1.3x beyond in sigma_w2, 1.5x in sigma_b2, from at least 1e-3), with the forward EOC and the neutrality
+    line over its sigma_b2 (`meanfield.critical_lines`), as numpy arrays named ``pd_*``: what a figure of
+    trained points draws them on without a theory run."""
+    sw = np.geomspace(np.min(sigma_w2) / 1.3, np.max(sigma_w2) * 1.3, res)
+    sb = np.geomspace(max(np.min(sigma_b2), 1e-3) / 1.5, np.max(sigma_b2) * 1.5, res)
+    codes = sorted(PHASE_LEGEND)
+    diagram, lines = phase_diagram(act, sw, sb, depth), mf.critical_lines(sb, act)
+    return {"pd_sigma_w2": sw, "pd_sigma_b2": sb, "pd_phase": np.asarray(diagram["phase"]),
+            "pd_codes": np.array(codes), "pd_names": np.array([PHASE_LEGEND[c] for c in codes]),
+            "pd_eoc": np.asarray(lines["eoc_forward"], float), "pd_neutral": np.asarray(lines["neutrality"], float)}
+
+
 __all__ = ["PHASE_LEGEND", "ORDERED_DEEP", "TRANSIENT_DEEP", "CHAOTIC_DEEP", "PREJUDICE", "NEUTRALITY",
-           "VANISHING_GRADIENT_DEEP", "classify", "phase_diagram", "phase_points"]
+           "VANISHING_GRADIENT_DEEP", "classify", "phase_diagram", "phase_points", "point_theory", "diagram_around"]

@@ -52,3 +52,11 @@ def flat_padded(args) -> tuple[tuple, int, list]:
 def unpad(tree, size: int, shape: tuple):
     """Inverse of `flat_padded` on every leaf (a trailing axis per leaf, e.g. layers, is kept)."""
     return jax.tree.map(lambda o: o[:size].reshape(shape + o.shape[1:]), tree)
+
+
+def padded_map(batched, *args):
+    """``batched(*flat)`` on the broadcast, flattened and padded ``args`` (`flat_padded`), every output leaf back
+    in the broadcast shape (`unpad`): how each public function runs its vmapped kernel, so that calls of nearby
+    sizes share one compiled program."""
+    shape, size, flat = flat_padded(args)
+    return unpad(batched(*flat), size, shape)

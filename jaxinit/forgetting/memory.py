@@ -369,11 +369,9 @@ def summarize(rows: Sequence[Mapping[str, Any]], members_info: Sequence[Mapping[
     members = []
     for i, info in enumerate(members_info):
         member = int(info.get("member", i))
-        members.append(member_summary(by_member.get(member, []), {**info, "member": member},
-                                      _member_etas(etas_by_member, member),
-                                      _per_member(batch_size, member),
-                                      _per_member(l2_by_member, member, 0.0),
-                                      _per_member(momentum_by_member, member, 0.0) or 0.0))
+        etas, batch = _member_etas(etas_by_member, member), _per_member(batch_size, member)
+        l2, mu = _per_member(l2_by_member, member, 0.0), _per_member(momentum_by_member, member, 0.0) or 0.0
+        members.append(member_summary(by_member.get(member, []), {**info, "member": member}, etas, batch, l2, mu))
     members.sort(key=lambda m: m["member"])
     return to_json({"members": members,
                         "spread": {lab: spread(members, lab) for lab in setting_labels(members)}})

@@ -18,7 +18,7 @@ import jax.numpy as jnp
 import optax
 
 from jaxinit import init as init_lib
-from jaxinit.models import cnn, deep, vit
+from jaxinit.models import Model, cnn, deep, vit
 from jaxinit.models.core import template_variables
 
 _READERS = {deep.DeepMLP: deep, vit.ViT: vit, cnn.CNN: cnn}
@@ -33,6 +33,18 @@ class Net:
     theory_act: str | None     # psi whose mean-field map the hidden layers follow (None: no layer theory)
     template: Any = field(default=None, compare=False, hash=False, repr=False)
 
+    @property
+    def model(self) -> Model:
+        """The network as the training engine's (init, apply) pair (`jaxinit.train.engine`): ``init(key,
+        (sigma_w2, sigma_b2))`` is `scaled_draw` (members of one seed share their base draw: paired points),
+        ``apply`` the module; no state (no BatchNorm)."""
+        def init(key, scale):
+            return scaled_draw(self, key, *scale), {}
+
+        def apply(params, state, x, train: bool = False):
+            return self.module.apply({"params": params}, x), state
+        return Model(init, apply, self.module)
+
 
 def make_net(module: nn.Module, input_shape: tuple) -> Net:
     """`Net` of a `DeepMLP`, `ViT` or `CNN` for inputs of ``input_shape`` (one example)."""
@@ -44,6 +56,13 @@ def make_net(module: nn.Module, input_shape: tuple) -> Net:
         act = module.activation
     params = template_variables(module, tuple(input_shape))["params"]
     return Net(module, tuple(input_shape), reader.preactivations, reader.features, act, params)
+
+
+def case_nets(cases: dict, n_classes: int, input_shape: tuple) -> dict[str, Net]:
+    """One `DeepMLP` network per (activation, depth) of the trained cases (`jaxinit.igb.phases.Case`: act, depth,
+    width), keyed ``"<act>__d<depth>"``."""
+    return {f"{c.act}__d{c.depth}": make_net(deep.DeepMLP(n_classes, c.width, c.depth, c.act), input_shape)
+            for c in cases.values()}
 
 
 def draw(net: Net, key: jax.Array) -> Any:
@@ -92,4 +111,4 @@ def _layers(hs) -> list[jax.Array]:
     return list(hs) if isinstance(hs, (list, tuple)) else [hs[i] for i in range(hs.shape[0])]
 
 
-__all__ = ["Net", "make_net", "draw", "scale", "scaled_draw", "forward", "backprop_signals"]
+__all__ = ["Net", "make_net", "case_nets", "draw", "scale", "scaled_draw", "forward", "backprop_signals"]

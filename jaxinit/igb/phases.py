@@ -12,7 +12,7 @@ Placement at a given sigma_b2 (THEORY.md section 5), by activation family:
   everywhere): the study asks whether depth beyond a few xi_c fails at every sigma_w2.
 - optional `eoc_factors` f: points f x EOC named ``"<f>xEOC"`` (the L / xi_c sweep).
 
-`point_theory` labels any list of points in one call per theory function: the phase
+`theory.phase.point_theory` labels any list of points in one call per theory function: the phase
 (`theory.phase.phase_points`), chi_1^(L-1) at q*, the mean-field backward product along the actual q_l
 (`theory.meanfield.backward_product`, what a measured backward factor is compared with) and xi_c
 (`theory.meanfield.depth_scales`, Schoenholz et al. 2017) with L / xi_c, the organising variable.
@@ -64,21 +64,10 @@ def phase_points(act: str, sigma_b2: float, ordered_factor: float = 0.75, chaoti
     return points + [(f"{f:g}xEOC", f * eoc) for f in eoc_factors]
 
 
-def point_theory(act: str, depth: int, sigma_w2, sigma_b2) -> dict[str, np.ndarray]:
-    """Per point (paired 1-D arrays), from `theory.phase.phase_points`: ``theory_phase`` (`PHASE_LEGEND` name),
-    ``chi1_pow`` (chi_1^(L-1) at q*), ``backward_product`` (E|delta_1|^2 / E|delta_L|^2 along q_l, inputs with
-    q0 = 1), ``xi_c`` and ``depth_over_xi_c`` (L / xi_c; 0 where xi_c is infinite)."""
-    from theory import phase
-    t = {k: np.asarray(v) for k, v in phase.phase_points(act, sigma_w2, sigma_b2, depth).items()}
-    return {"theory_phase": np.array([phase.PHASE_LEGEND[int(c)] for c in t["phase"]]),
-            "chi1_pow": t["chi1"].astype(float) ** (depth - 1), "backward_product": t["backward_product"].astype(float),
-            "xi_c": t["xi_c"].astype(float), "depth_over_xi_c": depth / t["xi_c"].astype(float)}
-
-
 def case_points(act: str, depth: int, p, grid=None) -> dict[str, np.ndarray]:
-    """The points one case trains, with their theory (`point_theory`) and reported ``seeds``: the phase points of
-    ``p`` (`jaxinit.igb.config_train.PhaseConfig`: factors, ``names`` filter, ``eoc_factors``, ``seeds``), then,
-    given a ``grid`` (`GridConfig`), its (sigma_w2, sigma_b2) points with ``grid.seeds`` each."""
+    """The points one case trains, with their theory (`theory.phase.point_theory`) and reported ``seeds``: the phase
+    points of ``p`` (`jaxinit.igb.config_train.PhaseConfig`: factors, ``names`` filter, ``eoc_factors``, ``seeds``),
+    then, given a ``grid`` (`GridConfig`), its (sigma_w2, sigma_b2) points with ``grid.seeds`` each."""
     rows = [(name, sw, p.sigma_b2, p.seeds) for name, sw in
             phase_points(act, p.sigma_b2, p.ordered_factor, p.chaotic_factor, p.neutral_factor, p.eoc_factors)
             if not p.names or name in p.names or name.endswith("xEOC")]
@@ -88,32 +77,20 @@ def case_points(act: str, depth: int, p, grid=None) -> dict[str, np.ndarray]:
         raise ConfigError(f"{act}: none of --phases.names={list(p.names)} is a phase of this activation")
     role, sw, sb, seeds = zip(*rows)
     sw, sb = np.array(sw, float), np.array(sb, float)
+    from theory import phase
     return {"role": np.array(role), "sigma_w2": sw, "sigma_b2": sb, "seeds": np.array(seeds, np.int32),
-            **point_theory(act, depth, sw, sb)}
+            **phase.point_theory(act, depth, sw, sb)}
 
 
 def theory_phase_names(act: str, sigma_w2, sigma_b2, depth: int) -> list[str]:
     """The theory's label (`theory.phase.PHASE_LEGEND`) of each (sigma_w2, sigma_b2) point."""
-    return point_theory(act, depth, sigma_w2, sigma_b2)["theory_phase"].tolist()
-
-
-def theory_diagram(act: str, depth: int, sigma_w2, sigma_b2, res: int) -> dict[str, np.ndarray]:
-    """Theory phase diagram (``res`` x ``res``) on a grid spanning the trained points ``sigma_w2``, ``sigma_b2``
-    (saved with the results, so figures need no theory run), with the EOC and neutrality curves."""
-    from theory import meanfield as mf
     from theory import phase
-    sw = np.geomspace(np.min(sigma_w2) / 1.3, np.max(sigma_w2) * 1.3, res)
-    sb = np.geomspace(max(np.min(sigma_b2), 1e-3) / 1.5, np.max(sigma_b2) * 1.5, res)
-    codes = sorted(phase.PHASE_LEGEND)
-    diagram, lines = phase.phase_diagram(act, sw, sb, depth), mf.critical_lines(sb, act)
-    return {"pd_sigma_w2": sw, "pd_sigma_b2": sb, "pd_phase": np.asarray(diagram["phase"]),
-            "pd_codes": np.array(codes), "pd_names": np.array([phase.PHASE_LEGEND[c] for c in codes]),
-            "pd_eoc": np.asarray(lines["eoc_forward"], float), "pd_neutral": np.asarray(lines["neutrality"], float)}
+    return phase.point_theory(act, depth, sigma_w2, sigma_b2)["theory_phase"].tolist()
 
 
 class Case(NamedTuple):
     """One trained case (``"<act>__d<depth>__<optimizer>"``): its network, optimizer, points (`case_points`) and,
-    where it trains a grid, the theory diagram over it (`theory_diagram`; else empty)."""
+    where it trains a grid, the theory diagram over it (`theory.phase.diagram_around`; else empty)."""
     act: str
     depth: int
     optimizer: str
@@ -124,14 +101,16 @@ class Case(NamedTuple):
 
 def study_cases(cfg) -> dict[str, Case]:
     """Every case of an `jaxinit.igb.config_train.IGBTrainConfig` in the order of the results: activations, then
-    depths, then optimizers; the grid (and its diagram) for the first optimizer at ``grid.depths`` only."""
+    depths, then optimizers; the grid (and its diagram, `theory.phase.diagram_around`) for the first optimizer at
+    ``grid.depths`` only."""
+    from theory import phase
     out = {}
     for act in cfg.model.acts:
         for depth in cfg.model.depths:
             for optimizer in cfg.sweep.optimizers:
                 gridded = optimizer == cfg.sweep.optimizers[0] and depth in cfg.grid.depths and cfg.grid.seeds > 0
                 points = case_points(act, depth, cfg.phases, cfg.grid if gridded else None)
-                diagram = (theory_diagram(act, depth, points["sigma_w2"], points["sigma_b2"], cfg.train.phase_res)
+                diagram = (phase.diagram_around(act, depth, points["sigma_w2"], points["sigma_b2"], cfg.train.phase_res)
                            if gridded else {})
                 out[f"{act}__d{depth}__{optimizer}"] = Case(act, depth, optimizer, cfg.model.width, points, diagram)
     return out

@@ -1,16 +1,19 @@
 """The reported stage of the IGB training study (`jaxinit.igb.study_train`): every point's seeds 0, 1, ... at
 the point's own rate (`jaxinit.igb.selection`), evaluated per member on the test and training splits (validation
-served the selection), summarised per case against the linear baseline (`jaxinit.igb.absorption`).
+served the selection), summarised per case against the linear baseline (`jaxinit.igb.baseline`).
 """
 from __future__ import annotations
 
 import numpy as np
 
 from jaxinit import runinfo
-from jaxinit.igb import absorption, summary_train, train
+from jaxinit.igb import baseline as baseline_lib
+from jaxinit.igb import summary_train, train
 from jaxinit.igb import results as results_schema
 from jaxinit.train import engine
 from jaxinit.train.engine import Plan
+
+SIGNAL_INPUTS = 256      # training inputs the signals at init are measured on (`jaxinit.igb.train.init_signals`)
 
 
 def members(points: dict[str, np.ndarray], point_lr) -> dict[str, np.ndarray]:
@@ -27,20 +30,19 @@ def reported_study(cfg, data: dict, nets_: dict, cases: dict, chosen: dict,
     """The reported stage as the engine runs it (an `jaxinit.igb.config_train.IGBTrainConfig` ``cfg``, the cases of
     `jaxinit.igb.phases.study_cases`, each case's ``chosen`` rates from `jaxinit.igb.selection.choose_rates`): every point's seeds at its chosen rate (`members`),
     the run's fingerprint (`jaxinit.runinfo.fingerprint`: config and numeric environment) and the summary: per
-    case the arrays of `jaxinit.igb.results` (`results.case_results`: with the members' signals at init, the selection
-    and the linear baseline) and summary.json (`summary_train.summarize_all`)."""
+    case the arrays of `jaxinit.igb.results` (`results.case_results`: with the members' signals at init, measured
+    in the evaluation of epoch 0, the selection and the linear baseline) and summary.json (`summary_train.summarize_all`)."""
     tables = {name: members(c.points, chosen[name]["point_lr"]) for name, c in cases.items()}
     t = cfg.train
     plan = Plan(epochs=t.steps, eval_every=t.eval_every, dense_until=t.dense_until, dense_every=t.dense_every,
                 checkpoint_every=t.checkpoint_every if checkpoints else 0)
-    baseline = absorption.linear_baseline(data["x_train"], data["y_train"], data["x_val"], data["y_val"],
+    baseline = baseline_lib.linear_baseline(data["x_train"], data["y_train"], data["x_val"], data["y_val"],
                                           data["x_test"], data["y_test"])
 
     def summarize(sweep, rows):
-        signals = train.initial_signals(sweep, data, nets_)
         results = {name: results_schema.case_results(c, tables[name], train.case_arrays(rows, train.members_of(sweep, name)),
-                                      signals[name], chosen[name], baseline, t.target) for name, c in cases.items()}
+                                                     chosen[name], baseline, t.target) for name, c in cases.items()}
         return summary_train.summarize_all(results, t), results
     digest, parts = runinfo.fingerprint(cfg)
     reported_sets = {k: v for k, v in data.items() if k not in ("x_val", "y_val")}   # validation served selection
-    return train.study(t, reported_sets, tables, cases, nets_, plan, summarize, digest, parts)
+    return train.study(t, reported_sets, tables, cases, nets_, plan, summarize, digest, parts, signals=SIGNAL_INPUTS)

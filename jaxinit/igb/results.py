@@ -27,13 +27,14 @@ TRAIN = {"act": "", "depth": "", "optimizer": "", "width": "", "role": "M", "poi
          "majority_share": ""}
 
 
-def case_results(case, table: dict, metrics: dict, signals: np.ndarray, chosen: dict, baseline: dict,
+def case_results(case, table: dict, metrics: dict, chosen: dict, baseline: dict,
                  target: float) -> dict[str, np.ndarray]:
-    """One case's arrays (the `TRAIN` schema and more; ``case``: a `jaxinit.igb.phases.Case`): the members' table, their metric arrays, signals at init, the
-    points (``point_*``) with their selection, the linear baseline and the target (``target`` x the logistic
-    baseline's test accuracy), and over a grid the theory diagram."""
+    """One case's arrays (the `TRAIN` schema and more; ``case``: a `jaxinit.igb.phases.Case`): the members' table,
+    their metric arrays (`jaxinit.igb.train.case_arrays`, with ``init_signal``), the points (``point_*``) with their
+    selection, the linear baseline and the target (``target`` x the logistic baseline's test accuracy), and over a
+    grid the theory diagram."""
     linear = baseline["logistic"]["test_acc"]
-    return {**table, **metrics, "init_signal": signals, **chosen, **{f"point_{k}": v for k, v in case.points.items()},
+    return {**table, **metrics, **chosen, **{f"point_{k}": v for k, v in case.points.items()},
             "act": np.array(case.act), "depth": np.array(case.depth), "optimizer": np.array(case.optimizer),
             "width": np.array(case.width), "target_acc": np.array(target * linear), "linear_test_acc": np.array(linear),
             "ridge_test_acc": np.array(baseline["ridge"]["test_acc"]),

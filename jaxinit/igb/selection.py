@@ -68,10 +68,11 @@ def unselected(lrs, n_points: int) -> dict[str, np.ndarray]:
     return {"point_lr": np.full(n_points, lr), "point_rates_alive": np.full(n_points, -1)}
 
 
-def selection_study(cfg, data: dict, nets_: dict, cases: dict):
+def selection_study(cfg, data: dict, nets_: dict, cases: dict, make_study=None):
     """The selection stage of every case whose optimizer has more than one rate, as one engine study (an
     `jaxinit.igb.config_train.IGBTrainConfig` ``cfg``, `jaxinit.igb.phases.Case` ``cases``); its arrays are
-    each such case's `arrays`. No groups where no case selects."""
+    each such case's `arrays`. No groups where no case selects. ``make_study(tables, plan, summarize)``: a
+    study's own engine study of the member tables (default `jaxinit.igb.train.study`)."""
     grids = {name: cfg.opt.lrs(c.optimizer) for name, c in cases.items() if len(cfg.opt.lrs(c.optimizer)) > 1}
     n_seeds, n = cfg.opt.lr_sweep_seeds, cfg.opt.lr_sweep_steps
     tables = {name: members(cases[name].points, lrs, n_seeds) for name, lrs in grids.items()}
@@ -79,14 +80,17 @@ def selection_study(cfg, data: dict, nets_: dict, cases: dict):
     def summarize(sweep, rows):
         return None, {name: arrays(train.case_arrays(rows, train.members_of(sweep, name)), lrs,
                                    len(cases[name].points["role"]), n_seeds) for name, lrs in grids.items()}
-    return train.study(cfg.train, data, tables, cases, nets_, Plan(epochs=n, eval_every=n), summarize)
+    plan = Plan(epochs=n, eval_every=n)
+    if make_study is not None:
+        return make_study(tables, plan, summarize)
+    return train.study(cfg.train, data, tables, cases, nets_, plan, summarize)
 
 
-def choose_rates(cfg, data: dict, nets_: dict, cases: dict, progress: bool = True) -> dict[str, dict]:
-    """Per case: its `arrays` from the selection stage (`selection_study`, trained on the engine in memory) where its grid
-    has several rates, else `unselected` (its one rate)."""
+def choose_rates(cfg, data: dict, nets_: dict, cases: dict, progress: bool = True, make_study=None) -> dict[str, dict]:
+    """Per case: its `arrays` from the selection stage (`selection_study`, trained on the engine in memory) where its
+    grid has several rates, else `unselected` (its one rate)."""
     chosen = {name: unselected(cfg.opt.lrs(c.optimizer), len(c.points["role"])) for name, c in cases.items()}
-    spec = selection_study(cfg, data, nets_, cases)
+    spec = selection_study(cfg, data, nets_, cases, make_study)
     if spec.groups:
         from jaxinit.train import engine
         chosen.update(engine.fit(spec, progress=progress).arrays)

@@ -11,7 +11,7 @@ are one engine sweep (`jaxinit.train.engine`), a case one group of traced member
 whatever its rates), every case on the same batches. The selection runs in memory (short and deterministic: a
 resumed run repeats it exactly); the reported stage, given a ``workdir``, writes metrics.jsonl per evaluation
 and step-level checkpoints, so a run killed anywhere resumes to the same bytes. The target accuracy is
-``train.target`` x the linear baseline's test accuracy on the same split (`jaxinit.igb.absorption`). The
+``train.target`` x the linear baseline's test accuracy on the same split (`jaxinit.igb.baseline`). The
 result's ``arrays`` hold one dict of arrays per case (``"<act>__d<depth>__<optimizer>"``), the schema of
 `jaxinit.igb.results` that the summary and the figures read.
 """
@@ -20,7 +20,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from jaxinit.config import ConfigError
-from jaxinit.igb import phases, reported, selection, train
+from jaxinit.igb import nets, phases, reported, selection
 from jaxinit.igb.config_train import IGBTrainConfig
 from jaxinit.train import engine
 from jaxinit.train.engine import Result
@@ -54,7 +54,7 @@ def train_phases(cfg: IGBTrainConfig, workdir: str | Path | None = None, *, resu
     """Every case of ``cfg`` (see the module docstring); files only with a ``workdir``."""
     data, n_classes, shape = load_data(cfg)
     cases = phases.study_cases(cfg)
-    nets_ = train.make_nets(cases, n_classes, shape)
+    nets_ = nets.case_nets(cases, n_classes, shape)
     chosen = selection.choose_rates(cfg, data, nets_, cases, progress)
     spec = reported.reported_study(cfg, data, nets_, cases, chosen, checkpoints=workdir is not None)
     return engine.fit(spec, workdir, resume=resume, progress=progress)

@@ -19,6 +19,7 @@ from typing import Any, Callable, NamedTuple
 import numpy as np
 
 from jaxinit.igb import absorption, stats
+from jaxinit.igb.baseline import RIDGE_ALPHAS, majority_share, ridge_accuracies
 from jaxinit.intervals import t_interval
 from jaxinit.jsonsafe import to_json
 
@@ -66,16 +67,16 @@ def choose_rate(val_acc_RS, alive_RS) -> int:
 
 
 def majority(labels) -> float:
-    return absorption.majority_share(np.asarray(labels))
+    return majority_share(np.asarray(labels))
 
 
 def ridge_baseline(ds) -> dict:
-    """Ridge classification on phase B's own split (`absorption.ridge_accuracies`), alpha chosen on validation
-    from `absorption.RIDGE_ALPHAS` (ties: the strongest). Logistic regression is left out: lbfgs on 784-d sphere
-    inputs took ~55 s per value of C on the 2-core CPU."""
+    """Ridge classification on phase B's own split (`jaxinit.igb.baseline.ridge_accuracies`), alpha chosen on
+    validation from `jaxinit.igb.baseline.RIDGE_ALPHAS` (ties: the strongest). Logistic regression is left out:
+    lbfgs on 784-d sphere inputs took ~55 s per value of C on the 2-core CPU."""
     tr = (np.asarray(ds.x_train), np.asarray(ds.y_train))
     va, te = (np.asarray(ds.x_val), np.asarray(ds.y_val)), (np.asarray(ds.x_test), np.asarray(ds.y_test))
-    grid = [(a, *absorption.ridge_accuracies(*tr, [va, te], a)) for a in absorption.RIDGE_ALPHAS]
+    grid = [(a, *ridge_accuracies(*tr, [va, te], a)) for a in RIDGE_ALPHAS]
     best = max(range(len(grid)), key=lambda i: (grid[i][1], -i))
     return {"model": "ridge", "alpha": grid[best][0], "val_acc": grid[best][1], "test_acc": grid[best][2],
             "grid": [{"alpha": a, "val_acc": v, "test_acc": t} for a, v, t in grid]}

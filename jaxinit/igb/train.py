@@ -3,20 +3,21 @@ per-class evaluation and the arrays its summary reads.
 
 Members differ in (sigma_w2, sigma_b2, seed, learning rate), all traced; a group is one case
 (activation, depth, optimizer). Members with the same seed share their base draw (`jaxinit.igb.nets.draw`
-through `net_model`), so phase points are paired. Every member of every case sees the same batches: one
-training step is one engine "epoch" whose batch is drawn without replacement from ``fold_in(data_key,
-step)`` (`jaxinit.train.step.shared_draw`). The optimizers are the registry's (`jaxinit.optim.SETTINGS`:
+through `jaxinit.igb.nets.Net.model`), so phase points are paired. Every member of every case sees the same
+batches: one training step is one engine "epoch" whose batch is drawn without replacement from
+``fold_in(data_key, step)`` (the engine's ``shared_batches``, `jaxinit.train.step.shared_order`). The optimizers are the registry's (`jaxinit.optim.SETTINGS`:
 sgd; momentum = heavy ball, mu 0.9; adam), built inside the member's function from its traced rate. A
 member whose update is non-finite is frozen and flagged (the engine's ``diverged``; ``alive`` in the
 arrays). Evaluations record, per member, accuracy, loss, f_max and per-class accuracy, loss and predicted
-frequency (`jaxinit.igb.stats.per_class`); at init, the squared backpropagated signal per layer and label
-class (`init_signals`), whose layer-1 / layer-L ratio is the measured chi_1^(L-1).
+frequency (`jaxinit.igb.stats.per_class`); the evaluation of epoch 0 (the initial states) adds the squared
+backpropagated signal per layer and label class (`init_signals`), whose layer-1 / layer-L ratio is the
+measured chi_1^(L-1).
 """
 from __future__ import annotations
 
 import dataclasses
 import functools
-from typing import Any
+from typing import Any, NamedTuple
 
 import jax
 import jax.numpy as jnp
@@ -41,42 +42,50 @@ def setting(optimizer: str, lr: float) -> OptSetting:
     return dataclasses.replace(SETTINGS[optimizer], lr=float(lr))
 
 
-def net_model(net: nets.Net) -> Model:
-    """The network as the engine's (init, apply) pair: ``init(key, (sigma_w2, sigma_b2))`` scales one base
-    draw (`nets.draw`, `nets.scale`); no state (no BatchNorm)."""
-    def init(key, scale):
-        return nets.scaled_draw(net, key, *scale), {}
-
-    def apply(params, state, x, train: bool = False):
-        return net.module.apply({"params": params}, x), state
-    return Model(init, apply, net.module)
-
-
 def eval_per_class(model: Model, state, batch: EvalBatch) -> dict[str, jax.Array]:
     """`stats.per_class` of one member on a whole split (``batch.mask`` is all true: no padding)."""
     logits, _ = model.apply(state.params, state.model_state, batch.x, train=False)
     return stats.per_class(logits, batch.y)
 
 
-def eval_sets(data: dict) -> dict[str, EvalBatch]:
-    """The evaluated splits: test, train (``x_train_eval`` if given: a fixed subset), val if given."""
-    pairs = {"test": (data["x_test"], data["y_test"]),
-             "train": (data.get("x_train_eval", data["x_train"]), data.get("y_train_eval", data["y_train"]))}
-    if "x_val" in data:
-        pairs["val"] = (data["x_val"], data["y_val"])
-    return {k: EvalBatch(x, y, jnp.ones(y.shape, bool)) for k, (x, y) in pairs.items()}
+def eval_sets(data: dict, splits: tuple[str, ...] = EVAL_SETS) -> dict[str, EvalBatch]:
+    """The evaluated splits, those of ``splits`` that ``data`` holds as ``x_<split>``, ``y_<split>`` (train: the
+    fixed subset ``x_train_eval`` where given), in the order of ``splits``."""
+    out = {}
+    for split in splits:
+        if split == "train":
+            x, y = data.get("x_train_eval", data["x_train"]), data.get("y_train_eval", data["y_train"])
+        elif f"x_{split}" in data:
+            x, y = data[f"x_{split}"], data[f"y_{split}"]
+        else:
+            continue
+        out[split] = EvalBatch(x, y, jnp.ones(y.shape, bool))
+    return out
 
 
-def evaluator(sweep, sets: dict[str, EvalBatch], info: dict[int, dict]):
+class SignalProbe(NamedTuple):
+    """What the evaluation at epoch 0 measures `init_signals` with: each group's network and the inputs."""
+    nets: dict          # group label -> `nets.Net`
+    x: Any
+    y: Any
+
+
+def evaluator(sweep, sets: dict[str, EvalBatch], info: dict[int, dict], probe: SignalProbe | None = None):
     """``evaluate(states, epoch) -> rows``: one row per member (``info[member]``: its case, role, point,
     seed, rate) with ``<split>_<metric>`` scalars and per-class lists, JSON-ready (NaN as None), so rows
-    read back from metrics.jsonl on a resume are the rows computed here."""
+    read back from metrics.jsonl on a resume are the rows computed here. Given a ``probe``, the rows of
+    epoch 0 (the initial states: also on a resume, which evaluates epoch 0 again) hold ``init_signal``,
+    the member's `init_signals` (layers + 1 lists of per-class values)."""
     def evaluate(states, epoch: int) -> list[dict]:
         rows = []
         for label, chunks in sweep.groups.items():
             for c, state in zip(chunks, states[label]):
                 out = {split: distributed.to_host(c.fns.eval(state, batch)) for split, batch in sets.items()}
                 diverged = np.atleast_1d(distributed.to_host(state.diverged))
+                signals = None
+                if probe is not None and epoch == 0:
+                    params = state.params if c.batched else jax.tree.map(lambda a: a[None], state.params)
+                    signals = init_signals(probe.nets[label], params, probe.x, probe.y)
                 for j, m in enumerate(c.members):
                     row = {"member": m.index, "epoch": epoch, "step": epoch, **info[m.index],
                            "diverged": bool(diverged[j])}
@@ -84,6 +93,8 @@ def evaluator(sweep, sets: dict[str, EvalBatch], info: dict[int, dict]):
                         for k, v in metrics.items():
                             v = np.asarray(v)[j] if c.batched else np.asarray(v)
                             row[f"{split}_{k}"] = [finite_or_none(x) for x in v] if v.ndim else finite_or_none(v)
+                    if signals is not None:
+                        row["init_signal"] = [[finite_or_none(x) for x in layer] for layer in signals[j]]
                     rows.append(row)
         return sorted(rows, key=lambda r: r["member"])
     return evaluate
@@ -108,8 +119,9 @@ def init_signals(net: nets.Net, params_M, x, y) -> np.ndarray:
 
 
 def case_arrays(rows: list[dict], members: list[int]) -> dict[str, np.ndarray]:
-    """``step`` (evals,), ``alive`` (evals, members) and every ``<split>_<metric>`` (evals, members[, classes])
-    of the rows of ``members`` (global indices, in the case's order); None (NaN in JSON) becomes NaN."""
+    """``step`` (evals,), ``alive`` (evals, members), every ``<split>_<metric>`` (evals, members[, classes]) and,
+    where the rows of epoch 0 hold it, ``init_signal`` (members, layers + 1, classes) of the rows of ``members``
+    (global indices, in the case's order); None (NaN in JSON) becomes NaN."""
     index = {m: j for j, m in enumerate(members)}
     mine = [r for r in rows if r["member"] in index]
     steps = sorted({int(r["epoch"]) for r in mine})
@@ -127,10 +139,12 @@ def case_arrays(rows: list[dict], members: list[int]) -> dict[str, np.ndarray]:
             v = r[k]
             out[k][e, j] = [np.nan if x is None else x for x in v] if isinstance(v, list) else (np.nan if v is None else v)
     out["alive"] = alive
+    first = [r for r in mine if int(r["epoch"]) == steps[0] and "init_signal" in r]
+    if first:      # (members, layers + 1, classes), float32 as measured (JSON holds each float32 exactly)
+        signal = {index[r["member"]]: r["init_signal"] for r in first}
+        out["init_signal"] = np.array([[[np.nan if x is None else x for x in layer] for layer in signal[j]]
+                                       for j in range(len(members))], np.float32)
     return out
-
-
-DATA_STREAM = 0xda7a    # fold_in tag of the batches' key (shared by every case and both stages)
 
 
 class Flat:
@@ -144,36 +158,27 @@ class Flat:
 jax.tree_util.register_pytree_node(Flat, lambda f: ((f.x_train, f.y_train), None), lambda _, xs: Flat(*xs))
 
 
-def group(name: str, optimizer: str, net: nets.Net, members: list) -> "Group":
+def group(name: str, optimizer: str, net: nets.Net, members: list):
     """One case as an engine group: its members (`jaxinit.train.members.Member` with ``scale`` =
-    (sigma_w2, sigma_b2) and their rates), the optimizer's setting and the network."""
+    (sigma_w2, sigma_b2) and their rates), the optimizer's setting and the network (`nets.Net.model`)."""
     from jaxinit.train.engine import Group
-    return Group(name, setting(optimizer, members[0].lr), list(members), ("igb_net", net), net_model(net))
+    return Group(name, setting(optimizer, members[0].lr), list(members), ("igb_net", net), net.model)
 
 
-def options(data: dict, *, batch_size: int, data_seed: int, strategy: str = "vmap", chunk: int = 4) -> dict:
-    """`jaxinit.train.engine.build`'s options of the study: one training step per engine epoch, the batch of step
-    s drawn from ``fold_in(fold_in(key(data_seed), DATA_STREAM), s)`` for every member (`step.shared_draw`), the
-    per-class evaluation (`eval_per_class`), no BatchNorm to calibrate (one example), no convolution."""
-    from jaxinit.train.step import shared_draw
-    key = jax.random.fold_in(jax.random.key(data_seed), DATA_STREAM)
-    n = int(data["x_train"].shape[0])
-    order = lambda seed, epoch: shared_draw(key, batch_size, n, seed, epoch)
-    return dict(batch_size=batch_size, steps_per_epoch=1, strategy=strategy, chunk=chunk, calib=1, order=order,
-                order_key=("shared_draw", data_seed, batch_size), eval_fn=eval_per_class, eval_key="per_class",
-                conv=False)
+def options(*, batch_size: int, data_seed: int, strategy: str = "vmap", chunk: int = 4) -> dict:
+    """`jaxinit.train.engine.build`'s options of the study: one training step per engine epoch on the batches
+    every member shares (``shared_batches``: `jaxinit.train.step.shared_order` of ``data_seed``), the per-class
+    evaluation (`eval_per_class`), no BatchNorm to calibrate (one example), no convolution."""
+    return dict(batch_size=batch_size, steps_per_epoch=1, strategy=strategy, chunk=chunk, calib=1,
+                shared_batches=data_seed, eval_fn=eval_per_class, eval_key="per_class", conv=False)
 
 
-def make_nets(cases: dict, n_classes: int, input_shape: tuple) -> dict[str, nets.Net]:
-    """One network per (activation, depth) of the cases (`jaxinit.igb.phases.Case`), keyed ``"<act>__d<depth>"``."""
-    from jaxinit.models.deep import DeepMLP
-    return {f"{c.act}__d{c.depth}": nets.make_net(DeepMLP(n_classes, c.width, c.depth, c.act), input_shape)
-            for c in cases.values()}
-
-
-def member_groups(tables: dict[str, dict], cases: dict, nets_: dict[str, nets.Net]) -> tuple[list, dict[int, dict]]:
-    """Engine groups (one per case, `group`) of the member tables (``role``, ``point``, ``sigma_w2``, ``sigma_b2``,
-    ``seed``, ``lr`` per member) and each member's row fields (global member index -> fields)."""
+def member_groups(tables: dict[str, dict], cases: dict, nets_: dict[str, nets.Net],
+                  setting_of=setting) -> tuple[list, dict[int, dict]]:
+    """Engine groups (one per case) of the member tables (``role``, ``point``, ``sigma_w2``, ``sigma_b2``, ``seed``,
+    ``lr`` per member) and each member's row fields (global member index -> fields). ``setting_of(optimizer,
+    lr)``: the case's optimizer setting (default `setting`; the memory study adds SGD + L2)."""
+    from jaxinit.train.engine import Group
     from jaxinit.train.members import Member
     groups, info, index = [], {}, 0
     for name, m in tables.items():
@@ -186,7 +191,8 @@ def member_groups(tables: dict[str, dict], cases: dict, nets_: dict[str, nets.Ne
                            "role": str(m["role"][j]), "point": int(m["point"][j]), "sigma_w2": sw2, "sigma_b2": sb2,
                            "seed": seed, "lr": lr, "in_case": j}
             index += 1
-        groups.append(group(name, c.optimizer, nets_[f"{c.act}__d{c.depth}"], members))
+        net = nets_[f"{c.act}__d{c.depth}"]
+        groups.append(Group(name, setting_of(c.optimizer, members[0].lr), members, ("igb_net", net), net.model))
     return groups, info
 
 
@@ -195,27 +201,21 @@ def members_of(sweep, label: str) -> list[int]:
     return [m.index for c in sweep.groups[label] for m in c.members]
 
 
-def initial_signals(sweep, data: dict, nets_: dict[str, nets.Net], n: int = 256) -> dict[str, np.ndarray]:
-    """Per case, `init_signals` of its members at init on the first ``n`` training inputs (one chunk's initial state
-    at a time, beside the trained ones)."""
-    from jaxinit.train.members import chunk_to_stacked, init_chunk
-    x, y = data["x_train"][:n], data["y_train"][:n]
-    return {label: np.concatenate([init_signals(nets_["__".join(label.split("__")[:2])],
-                                                chunk_to_stacked(c, init_chunk(c, sweep.x_calib)).params, x, y)
-                                   for c in chunks]) for label, chunks in sweep.groups.items()}
-
-
 def study(t, data: dict, tables: dict[str, dict], cases: dict, nets_: dict, plan, summarize=None,
-          fingerprint: str | None = None, parts: dict | None = None):
+          fingerprint: str | None = None, parts: dict | None = None, signals: int = 0):
     """The engine's `jaxinit.train.engine.Study` of the member ``tables`` (`member_groups`) on ``data`` under the
     study's training config ``t`` (`jaxinit.igb.config_train.TrainLoopConfig`: batch size, data seed, strategy,
-    chunk; `options`), evaluated per member (`evaluator` on `eval_sets`), with the study's ``summarize`` hook and
-    fingerprint."""
+    chunk; `options`), evaluated per member (`evaluator` on `eval_sets`; with ``signals`` > 0, `init_signals` at
+    epoch 0 on the first ``signals`` training inputs), with the study's ``summarize`` hook and fingerprint."""
     from jaxinit.train.engine import Study
     sets, ds = eval_sets(data), Flat(data["x_train"], data["y_train"])
-    opts = options(data, batch_size=t.batch_size, data_seed=t.seed, strategy=t.strategy, chunk=t.chunk)
+    opts = options(batch_size=t.batch_size, data_seed=t.seed, strategy=t.strategy, chunk=t.chunk)
     groups, info = member_groups(tables, cases, nets_)
-    return Study(ds, groups, plan, evaluator=lambda sweep: evaluator(sweep, sets, info), options=opts,
+    probe = None
+    if signals:
+        by_case = {name: nets_[f"{c.act}__d{c.depth}"] for name, c in cases.items()}
+        probe = SignalProbe(by_case, data["x_train"][:signals], data["y_train"][:signals])
+    return Study(ds, groups, plan, evaluator=lambda sweep: evaluator(sweep, sets, info, probe), options=opts,
                  summarize=summarize, fingerprint=fingerprint, parts=parts)
 
 
@@ -224,4 +224,4 @@ def build(data: dict, groups: list, plan, *, batch_size: int, data_seed: int, st
     """The engine sweep of ``groups`` (`options`), without training it."""
     from jaxinit.train import engine
     return engine.build(Flat(data["x_train"], data["y_train"]), groups, plan,
-                        **options(data, batch_size=batch_size, data_seed=data_seed, strategy=strategy, chunk=chunk))
+                        **options(batch_size=batch_size, data_seed=data_seed, strategy=strategy, chunk=chunk))

@@ -1,6 +1,6 @@
 """Figures of the joined study from a run's summary.json and config.json only (what ``--replot DIR`` runs).
 
-``overlay_<act>__d<depth>``: the theory phase diagram (`jaxinit.igb.phases.theory_diagram`) with every point, one
+``overlay_<act>__d<depth>``: the theory phase diagram (`theory.phase.diagram_around`) with every point, one
 panel per optimizer, coloured by the residual prejudice (off-distribution f_max at the selected step, mean over
 seeds) and annotated with f_max at init -> selected and the test accuracy (the memory of the phase);
 ``residual_vs_predicted``: off-distribution f_max at the selected step (filled) and at init (open) against the
@@ -19,7 +19,7 @@ from matplotlib.colors import ListedColormap
 from matplotlib.figure import Figure
 from matplotlib.ticker import NullFormatter, ScalarFormatter
 
-from jaxinit.igb import phases, sink
+from jaxinit.igb import sink
 
 OWN_CLOCK = {"sgd": "T_SGD", "sgd_l2": "T_L2", "adam": "T_adapt"}
 MARKERS = {"sgd": "o", "adam": "s", "sgd_l2": "^"}
@@ -45,10 +45,11 @@ def figures(summary: dict, phase_res: int = 60) -> dict[str, Figure]:
 
 def plot_overlay(cases: dict, res: int) -> Figure:
     """One panel per optimizer of one network: the diagram and the points (module docstring)."""
+    from theory.phase import diagram_around
     first = next(iter(cases.values()))
     sw2 = np.array([p["sigma_w2"] for p in first["points"]])
     sb2 = float(first["points"][0]["sigma_b2"])
-    d = phases.theory_diagram(first["act"], first["depth"], sw2, np.array([min(sb2, 0.02), max(sb2, 0.7)]), res)
+    d = diagram_around(first["act"], first["depth"], sw2, np.array([min(sb2, 0.02), max(sb2, 0.7)]), res)
     lut = {int(c): i for i, c in enumerate(d["pd_codes"])}
     img = np.vectorize(lambda c: lut.get(int(c), -1))(d["pd_phase"]).astype(float)
     cmap = ListedColormap(colormaps["Pastel1"](np.arange(len(lut)) % 9))

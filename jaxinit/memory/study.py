@@ -16,18 +16,15 @@ import dataclasses
 from pathlib import Path
 
 import jax
-import jax.numpy as jnp
 import numpy as np
 
 from jaxinit import runinfo
-from jaxinit.igb import phases, reported, selection, train
+from jaxinit.igb import nets, phases, reported, selection, train
 from jaxinit.memory import measures, summary as summary_lib
 from jaxinit.memory.config import MemoryPhasesConfig
 from jaxinit.optim import SETTINGS, OptSetting
 from jaxinit.train import engine
-from jaxinit.train.engine import Group, Plan, Result, Study
-from jaxinit.train.members import Member
-from jaxinit.train.step import EvalBatch
+from jaxinit.train.engine import Plan, Result, Study
 
 OFF_STREAM = 0x0ff      # fold_in tag of the off-distribution inputs' key
 
@@ -39,6 +36,7 @@ def load_data(cfg: MemoryPhasesConfig) -> tuple[dict, int, tuple]:
     data, n_classes, shape = igb_load_data(cfg)
     key = jax.random.fold_in(jax.random.key(cfg.train.seed), OFF_STREAM)
     data["x_off"] = measures.off_distribution_inputs(key, data["x_train"], cfg.train.n_off)
+    data["y_off"] = np.zeros(data["x_off"].shape[0], np.int32)    # no labels: f_max, frequencies, c and gamma only
     return data, n_classes, shape
 
 def check_setup(cfg: MemoryPhasesConfig) -> None:
@@ -75,65 +73,27 @@ def setting(optimizer: str, lr: float, l2: float) -> OptSetting:
     return dataclasses.replace(SETTINGS[optimizer], lr=float(lr), l2=float(l2) if optimizer == "sgd_l2" else 0.0)
 
 
-def member_groups(tables: dict[str, dict], cases: dict, nets_: dict, l2: float) -> tuple[list[Group], dict[int, dict]]:
-    """Engine groups (one per case; members with traced (sigma_w2, sigma_b2), seed and rate) and each member's
-    row fields, as `jaxinit.igb.train.member_groups` with this study's optimizers."""
-    groups, info, index = [], {}, 0
-    for name, m in tables.items():
-        c, members = cases[name], []
-        for j in range(len(m["role"])):
-            sw2, sb2, seed, lr = float(m["sigma_w2"][j]), float(m["sigma_b2"][j]), int(m["seed"][j]), float(m["lr"][j])
-            members.append(Member(index, name, float(np.sqrt(sw2)), seed, lr=lr, scale=(sw2, sb2)))
-            info[index] = {"case": name, "act": c.act, "depth": c.depth, "optimizer": c.optimizer,
-                           "role": str(m["role"][j]), "point": int(m["point"][j]), "sigma_w2": sw2, "sigma_b2": sb2,
-                           "seed": seed, "lr": lr}
-            index += 1
-        net = nets_[f"{c.act}__d{c.depth}"]
-        groups.append(Group(name, setting(c.optimizer, members[0].lr, l2), members, ("igb_net", net),
-                            train.net_model(net)))
-    return groups, info
-
-
-def eval_sets(data: dict, splits: tuple[str, ...]) -> dict[str, EvalBatch]:
-    """The evaluated splits among test, val, train (the fixed subset) and off (labels 0: only f_max, the class
-    frequencies, c and gamma mean anything there)."""
-    pairs = {"test": (data["x_test"], data["y_test"]), "val": (data["x_val"], data["y_val"]),
-             "train": (data["x_train_eval"], data["y_train_eval"]),
-             "off": (data["x_off"], jnp.zeros(data["x_off"].shape[0], jnp.int32))}
-    return {k: EvalBatch(x, y, jnp.ones(y.shape, bool)) for k, (x, y) in pairs.items() if k in splits}
-
-
 def make_study(cfg: MemoryPhasesConfig, data: dict, tables: dict, cases: dict, nets_: dict, plan: Plan,
                splits: tuple[str, ...], summarize=None, fingerprint: str | None = None,
                parts: dict | None = None) -> Study:
-    """The engine's `Study` of ``tables``: `jaxinit.igb.train.options` (shared batches) with `measures.eval_memory`
-    as the evaluation, rows by `jaxinit.igb.train.evaluator` on ``splits``."""
+    """The engine's `Study` of ``tables``: the IGB study's groups (`jaxinit.igb.train.member_groups`, with this
+    study's optimizers, `setting`) and shared batches (`jaxinit.igb.train.options`), `measures.eval_memory` as the
+    evaluation, rows by `jaxinit.igb.train.evaluator` on ``splits`` (of test, val, train, off)."""
     t = cfg.train
-    opts = {**train.options(data, batch_size=t.batch_size, data_seed=t.seed, strategy=t.strategy, chunk=t.chunk),
+    opts = {**train.options(batch_size=t.batch_size, data_seed=t.seed, strategy=t.strategy, chunk=t.chunk),
             "eval_fn": measures.eval_memory, "eval_key": "memory_phases"}
-    groups, info = member_groups(tables, cases, nets_, cfg.opt.l2)
-    sets = eval_sets(data, splits)
+    groups, info = train.member_groups(tables, cases, nets_, lambda optimizer, lr: setting(optimizer, lr, cfg.opt.l2))
+    sets = train.eval_sets(data, splits)
     return Study(train.Flat(data["x_train"], data["y_train"]), groups, plan, opts,
                  evaluator=lambda sweep: train.evaluator(sweep, sets, info), summarize=summarize,
                  fingerprint=fingerprint, parts=parts)
 
 
 def choose_rates(cfg: MemoryPhasesConfig, data: dict, nets_: dict, cases: dict, progress: bool = True) -> dict:
-    """Per case the chosen rate of every point (`jaxinit.igb.selection.arrays`, or `unselected` for a one-rate grid),
-    from selection runs on seeds 1000, ... trained in memory."""
-    chosen = {name: selection.unselected(cfg.opt.lrs(c.optimizer), len(c.points["role"])) for name, c in cases.items()}
-    grids = {name: cfg.opt.lrs(c.optimizer) for name, c in cases.items() if len(cfg.opt.lrs(c.optimizer)) > 1}
-    if not grids:
-        return chosen
-    n_seeds, n = cfg.opt.lr_sweep_seeds, cfg.opt.lr_sweep_steps
-    tables = {name: selection.members(cases[name].points, lrs, n_seeds) for name, lrs in grids.items()}
-
-    def summarize(sweep, rows):
-        return None, {name: selection.arrays(train.case_arrays(rows, train.members_of(sweep, name)), lrs,
-                                             len(cases[name].points["role"]), n_seeds) for name, lrs in grids.items()}
-    spec = make_study(cfg, data, tables, cases, nets_, Plan(epochs=n, eval_every=n), ("test", "val"), summarize)
-    chosen.update(engine.fit(spec, progress=progress).arrays)
-    return chosen
+    """Per case the chosen rate of every point (`jaxinit.igb.selection.choose_rates`: its members, rule and arrays),
+    from selection runs on seeds 1000, ... trained in memory, evaluated on test and val."""
+    return selection.choose_rates(cfg, data, nets_, cases, progress, make_study=lambda tables, plan, summarize:
+                                  make_study(cfg, data, tables, cases, nets_, plan, ("test", "val"), summarize))
 
 
 def reported_study(cfg: MemoryPhasesConfig, data: dict, nets_: dict, cases: dict, chosen: dict, n_classes: int,
@@ -156,7 +116,7 @@ def fit(cfg: MemoryPhasesConfig, workdir: str | Path | None = None, *, resume: b
     validate(cfg)
     data, n_classes, shape = load_data(cfg)
     cases = study_cases(cfg, n_classes)
-    nets_ = train.make_nets(cases, n_classes, shape)
+    nets_ = nets.case_nets(cases, n_classes, shape)
     chosen = choose_rates(cfg, data, nets_, cases, progress)
     spec = reported_study(cfg, data, nets_, cases, chosen, n_classes, checkpoints=workdir is not None)
     return engine.fit(spec, workdir, resume=resume, progress=progress)

@@ -50,8 +50,8 @@ def make_module(cfg: ModelConfig, input_shape: tuple, n_classes: int) -> nn.Modu
 def make_model(cfg: ModelConfig, input_shape: tuple, n_classes: int) -> Model:
     """`make_module` seen as ``(init, apply)``: kernels (those of ``cfg.sigma_w_scope``) are ``sigma_w`` x
     ``cfg.base_init`` draws."""
-    return from_flax(make_module(cfg, input_shape, n_classes), tuple(input_shape), cfg.base_init,
-                     sigma_w_scope=cfg.sigma_w_scope)
+    module = make_module(cfg, input_shape, n_classes)
+    return from_flax(module, tuple(input_shape), cfg.base_init, sigma_w_scope=cfg.sigma_w_scope)
 
 
 def _builder(name: str) -> Callable[..., nn.Module]:

@@ -72,11 +72,11 @@ def from_flax(module, input_shape: tuple, base_init: str = "he_normal", bias_ini
     or ``"head"`` (`jaxinit.init`; the last two need the classifier sub-module named ``head``). Other
     parameters keep the module's own initial values.
     """
-    init_lib.check_base_init(base_init)
-    init_lib.check_bias_init(bias_init)
     template = template_variables(module, tuple(input_shape))
     params_t = template.get("params", {})
     state_t = {k: v for k, v in template.items() if k != "params"}
+    init_lib.check_base_init(base_init)
+    init_lib.check_bias_init(bias_init)
     init_lib.check_head(params_t, sigma_w_scope)
 
     def init(key: jax.Array, sigma_w: jax.Array | float = 1.0, sigma_b: jax.Array | float | None = None):

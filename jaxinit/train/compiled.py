@@ -69,6 +69,10 @@ class Compiler:
         if hit is not None:
             return hit
         epochs = max(epochs, 1)
+        init, train = self._counted("init", step_lib.init_member), self._counted("step", step_lib.train_step)
+        ev, nrm, perm = self._setting_free((model_key, input_shape, batched, precision, order_key, eval_key), model,
+                                           precision, eval_fn or step_lib.eval_chunk, batched, order)
+        init, train = precision_lib.bind(precision, model, init, train)
 
         def make_tx(hyper: Hyper):
             return make_optimizer(shape, steps_per_epoch, epochs, input_shape, hyper=hyper)[0]
@@ -76,34 +80,31 @@ class Compiler:
         def schedule(lr, count):
             return make_optimizer(shape, steps_per_epoch, epochs, input_shape, hyper=Hyper(lr, 0.0, 0.0))[1](count)
 
-        init, train, ev = precision_lib.bind(precision, model, step_lib.init_member, step_lib.train_step,
-                                             eval_fn or step_lib.eval_chunk)
         init = functools.partial(init, make_tx)
         train = functools.partial(train, make_tx, batch_size, augment)
         if batched:
             # Per member: the state, its traced values and its batch order; shared: the data and the step index.
             init = jax.vmap(init, in_axes=(0, None))
             train = jax.vmap(train, in_axes=(0, 0, 0, None))
-        ev, nrm, perm = self._setting_free((model_key, input_shape, batched, precision, order_key, eval_key), ev,
-                                           batched, order)
-        fns = Compiled(jax.jit(self._counted("init", init)), jax.jit(self._counted("step", train), donate_argnums=0),
-                       ev, nrm, perm, schedule)
+        fns = Compiled(jax.jit(init), jax.jit(train, donate_argnums=0), ev, nrm, perm, schedule)
         self._cache[key] = fns
         self._models[key] = model
         return fns
 
-    def _setting_free(self, key: tuple, ev: Callable, batched: bool, order) -> tuple:
+    def _setting_free(self, key: tuple, model, precision: str, eval_fn: Callable, batched: bool, order) -> tuple:
         """(eval, norms, order), shared by every setting of one model: they do not read the optimizer, so
         five settings compile them once, not five times (~5 s of the cpu preset's set-up)."""
         key = ("setting-free",) + key
         hit = self._cache.get(key)
         if hit is not None:
             return hit
+        perm, counted = _order_fn(order, batched), self._counted("eval", eval_fn)
+        ev, = precision_lib.bind(precision, model, counted)
         nrm = step_lib.norms
         if batched:
             ev = jax.vmap(ev, in_axes=(0, None))
             nrm = jax.vmap(nrm)
-        fns = (jax.jit(self._counted("eval", ev)), jax.jit(nrm), _order_fn(order, batched))
+        fns = (jax.jit(ev), jax.jit(nrm), perm)
         self._cache[key] = fns
         return fns
 

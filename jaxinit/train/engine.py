@@ -38,7 +38,7 @@ from jaxinit.result import Result  # noqa: F401  (what `fit` returns; engine.Res
 from jaxinit.train.compiled import Compiled, Compiler
 from jaxinit.train import members as members_lib
 from jaxinit.train.members import Chunk, Group, Member, has_conv, member_mesh, split_groups, stack  # noqa: F401
-from jaxinit.train.step import StepData
+from jaxinit.train.step import StepData, shared_order
 from jaxinit.train.timing import Clock
 
 
@@ -94,14 +94,18 @@ class Study(NamedTuple):
 def build(ds, groups: list[Group], plan: Plan, *, batch_size: int, steps_per_epoch: int, strategy: str = "auto",
           chunk: int = 4, augment: bool = False, calib: int | None = None, order: Callable | None = None,
           order_key: Any = "epochs", eval_fn: Callable | None = None, eval_key: Any = "loss_acc",
-          conv: bool | None = None) -> Sweep:
+          conv: bool | None = None, shared_batches: int | None = None) -> Sweep:
     """Split every group's members into chunks of the strategy (`members.split_groups`) and compile (lazily)
     their functions.
 
     ``ds`` is replicated over the member mesh; its first ``calib`` training examples are the BatchNorm
     calibration batch (`step.calibrate_statistics`; None: none); ``order``/``eval_fn`` replace the
-    per-member permutation and the loss/accuracy evaluation (`compiled.Compiler.fns`); ``conv`` (default:
-    read from the first group's model) picks the CPU strategy."""
+    per-member permutation and the loss/accuracy evaluation (`compiled.Compiler.fns`); ``shared_batches``, a
+    data seed, replaces that order by one that every member shares (`step.shared_order`: one step per
+    "epoch"); ``conv`` (default: read from the first group's model) picks the CPU strategy."""
+    if shared_batches is not None:
+        order = shared_order(shared_batches, batch_size, int(ds.x_train.shape[0]))
+        order_key = ("shared_draw", shared_batches, batch_size)
     ds = distributed.replicate(ds, member_mesh())
     compiler = Compiler()
     input_shape = tuple(ds.input_shape)

@@ -160,3 +160,12 @@ def shared_draw(data_key: jax.Array, batch_size: int, n: int, seed: jax.Array, e
     return jax.random.choice(jax.random.fold_in(data_key, epoch - 1), n, (batch_size,), replace=False).astype(jnp.int32)
 
 
+SHARED_STREAM = 0xda7a    # fold_in tag of the shared batches' key (the IGB and memory studies, both stages)
+
+
+def shared_order(data_seed: int, batch_size: int, n: int):
+    """``order(seed, epoch)`` of the batches every member shares (`shared_draw`): step s of a run draws from
+    ``fold_in(fold_in(key(data_seed), SHARED_STREAM), s)``, whatever the member, the case or the stage."""
+    key = jax.random.fold_in(jax.random.key(data_seed), SHARED_STREAM)
+    return lambda seed, epoch: shared_draw(key, batch_size, n, seed, epoch)
+
