@@ -33,6 +33,7 @@ from pathlib import Path
 
 from jaxinit import cli, rundir
 from jaxinit.igb import sink
+from jaxinit.runs import load_results
 from jaxinit.igb.config_init import PRESETS, IGBInitConfig, validate
 from jaxinit.igb.plots_init import plot_init_results as plot_all
 from jaxinit.igb.study_init import probe_init
@@ -42,7 +43,7 @@ def main(cfg: IGBInitConfig, out: Path, resume: bool) -> None:
     """Probe every case (each saved as it finishes), then summary.json, run.json and the figures."""
     import jax
     t0 = time.time()
-    result = probe_init(cfg, on_case=sink.announcing_saver(out), cached=sink.load_results(out) if resume else None)
+    result = probe_init(cfg, on_case=sink.announcing_saver(out), cached=load_results(out) if resume else None)
     rundir.Manifest(out).write_json(out / "summary.json", result.summary)
     rundir.write_run_info(out, {"seconds_total": round(time.time() - t0, 1), "seconds_per_case": result.timing["seconds_per_case"],
                                         "platform": jax.default_backend()})

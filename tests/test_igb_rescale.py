@@ -104,6 +104,8 @@ def test_paired_statistics_find_a_shift_and_not_a_null():
     assert summ.median_steps(np.array([1.0, np.nan, np.nan])) == np.inf
     assert summ.choose_rate([[0.5, 0.5], [0.9, 0.9], [0.9, 0.9]], [[1, 1], [1, 1], [1, 1]]) == 1   # ties: smaller
     assert summ.choose_rate([[0.5, 0.5], [0.9, 0.9]], [[1, 1], [1, 0]]) == 0                     # diverged: out
+    assert summ.choose_rate([[0.5, 0.5], [0.9, np.nan]], [[1, 1], [1, 1]]) == 0                 # NaN: out
+    assert summ.choose_rate([[0.5, 0.6], [0.9, 0.9], [0.7, 0.7]], [[1, 0], [0, 1], [1, 1]]) == 2   # best survivor
 
 
 def _run(argv):

@@ -18,13 +18,14 @@ from matplotlib.ticker import NullFormatter, ScalarFormatter
 
 from jaxinit.igb import results as results_schema
 from jaxinit.igb import sink
+from jaxinit.runs import load_results
 from jaxinit.igb.probe import GROUPS
 from jaxinit.igb.study_init import WIDTH_CASE
 
 
 def plot_init_results(out: Path) -> list[Path]:
     """Every figure from ``out/results/*.npz``, written to ``out/figures``."""
-    cases = sink.load_results(out)
+    cases = load_results(out)
     results_schema.check_init(cases)
     with results_schema.reading(f"--replot {Path(out)}"):
         figures = init_figures(cases)

@@ -22,6 +22,7 @@ from matplotlib.ticker import NullFormatter, ScalarFormatter
 
 from jaxinit.igb import results as results_schema
 from jaxinit.igb import sink
+from jaxinit.runs import load_results
 from jaxinit.igb.phases import PHASES
 from jaxinit.igb.summary_train import member_measures
 
@@ -36,7 +37,7 @@ OPT_STYLES = {"sgd": "-", "momentum": ":", "adam": "--"}
 
 def plot_train_results(out: Path) -> list[Path]:
     """Every figure from ``out/results/*.npz`` and the run's config.json, written to ``out/figures``."""
-    runs = sink.load_results(out)
+    runs = load_results(out)
     results_schema.check_train(runs)
     with results_schema.reading(f"--replot {Path(out)}"):
         train_cfg = json.loads((Path(out) / "config.json").read_text())["train"]

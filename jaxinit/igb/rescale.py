@@ -40,11 +40,11 @@ from jaxinit import runinfo
 from jaxinit.config import ConfigError
 from jaxinit.data import Dataset, load_dataset
 from jaxinit.igb import nets, stats
+from jaxinit.igb.train import setting
 from jaxinit.igb import summary_rescale as summ
 from jaxinit.igb.config_rescale import IGBRescaleConfig
 from jaxinit.models import Model, activations
 from jaxinit.models.deep import DeepMLP
-from jaxinit.optim import SETTINGS, OptSetting
 from jaxinit.train import engine
 from jaxinit.train.engine import Group, Plan, Result, Study
 from jaxinit.train.members import Member
@@ -195,10 +195,6 @@ def calibrate(net: nets.Net, base: Any, x, y, target: float, tol: float, max_ite
 
 
 # --------------------------------------------------------------------------- the engine's pieces
-def setting(optimizer: str, lr: float) -> OptSetting:
-    return dataclasses.replace(SETTINGS[optimizer], lr=float(lr))
-
-
 def eval_metrics(model: Model, state, batch: EvalBatch) -> dict[str, jax.Array]:
     """Accuracy, mean loss and f_max of one member on a whole split (`stats.per_class`)."""
     logits, _ = model.apply(state.params, state.model_state, batch.x, train=False)

@@ -2,7 +2,7 @@
 
 The library's runs (`probe_init`, `train_phases`) compute in memory; the experiments pass these
 helpers as callbacks so that every finished case lands in ``DIR/results/<name>.npz`` at once
-(atomically, `jaxinit.files`), and ``--resume`` / ``--replot`` read them back (`load_results`; a
+(atomically, `jaxinit.files`), and ``--resume`` / ``--replot`` read them back (`jaxinit.runs.load_results`; a
 0-byte or truncated file is one `ConfigError` line). Every file is written through the run's
 manifest (`jaxinit.rundir.Manifest`): recorded with its digest, never through a symlink out of the run.
 """
@@ -12,12 +12,9 @@ import time
 from pathlib import Path
 from typing import Any, Callable
 
-from jaxinit.jsonsafe import to_json
 from jaxinit.progress import Progress
 from jaxinit.rundir import Manifest
-from jaxinit.runs import RESULTS, load_results  # noqa: F401  (sink.load_results: the experiments' --resume)
-
-# (Older name, until study_init.py imports `jaxinit.jsonsafe.to_json`.)
+from jaxinit.runs import RESULTS
 
 
 def results_dir(out: Path) -> Path:

@@ -60,10 +60,11 @@ def curves(rows: list[dict], members: list[int], keys: tuple[str, ...]) -> dict[
 
 def choose_rate(val_acc_RS, alive_RS) -> int:
     """Index of the rate with the highest mean validation accuracy over seeds, a rate with a diverged (or NaN)
-    member excluded, ties to the smaller rate; all excluded: the smallest rate."""
+    member excluded, ties to the smaller rate; all excluded: the smallest rate (`jaxinit.igb.selection.choose`,
+    the fair protocol's rule, on one point, a NaN accuracy counted as diverged)."""
+    from jaxinit.igb.selection import choose
     val, alive = np.asarray(val_acc_RS, float), np.asarray(alive_RS, bool)
-    score = np.where(alive.all(axis=1) & np.isfinite(val).all(axis=1), val.mean(axis=1), -np.inf)
-    return int(np.argmax(score))
+    return int(choose(val[None], (alive & np.isfinite(val))[None])[0])
 
 
 def majority(labels) -> float:

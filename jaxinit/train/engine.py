@@ -25,6 +25,7 @@ uninterrupted one.
 """
 from __future__ import annotations
 
+import functools
 import time
 from pathlib import Path
 from typing import Any, Callable, NamedTuple
@@ -217,7 +218,8 @@ def fit(study: Study, workdir: str | Path | None = None, *, resume: bool = False
     sink = None
     if workdir is not None:
         from jaxinit.train.sink import RunFiles
-        sink = RunFiles(Path(workdir), sweep, study.fingerprint, resume, study.parts, clock)
+        layout = functools.partial(stack, sweep.groups), functools.partial(members_lib.unstack, sweep.groups)
+        sink = RunFiles(Path(workdir), sweep, study.fingerprint, resume, study.parts, clock, layout)
     rows, states = run(sweep, study.evaluator(sweep), sink, clock, progress)
     summary, arrays = study.summarize(sweep, rows) if study.summarize is not None else (None, None)
     if sink is not None:

@@ -21,12 +21,11 @@ import json
 import os
 import sys
 from pathlib import Path
-from typing import Any, Iterable
+from typing import Any, Callable, Iterable
 
 from jaxinit import distributed, files, interrupt, runinfo, tensorboard
 from jaxinit.checkpoint import Checkpointer, Corrupt, abstract_like
 from jaxinit.config import ConfigError
-from jaxinit.train.members import stack, unstack
 from jaxinit.rundir import LOCK, MANIFEST, START_FILES, Manifest, foreign_entries
 
 # What a fresh run may find in its directory (the CLI wrote them before calling `fit`).
@@ -36,11 +35,15 @@ WRITES = {"metrics.jsonl", "summary.json", "run.json"}
 
 
 class RunFiles:
-    def __init__(self, out: Path, sweep, fingerprint: str, resume: bool, run_print: dict | None, clock):
+    def __init__(self, out: Path, sweep, fingerprint: str, resume: bool, run_print: dict | None, clock,
+                 layout: tuple[Callable, Callable]):
         """``run_print``: the parts of the run's fingerprint (`jaxinit.runinfo`) this process computes with;
         ``clock``: the run's `jaxinit.train.timing.Clock` (the evaluations made here are timed on it, and
-        run.json holds its timings: `write_timing`)."""
+        run.json holds its timings: `write_timing`); ``layout``: (``to_tree(states)``, ``from_tree(tree)``), the
+        sweep's states as the one tree a checkpoint holds and back (the engine's `jaxinit.train.members.stack`
+        and `unstack`: the files know nothing of chunks, so a checkpoint does not depend on the strategy)."""
         self.out, self.sweep, self.fingerprint, self.resume = out, sweep, fingerprint, resume
+        self.to_tree, self.from_tree = layout
         self.plan = plan = sweep.plan
         self.clock = clock
         self.writer = distributed.is_writer()
@@ -128,10 +131,10 @@ class RunFiles:
                 raise Corrupt(f"metrics.jsonl lost the {why}") from None
             planned["regen"] = regen
 
-        found = self.ckpt.restore_newest(abstract_like(stack(self.sweep.groups, states)), accept)
+        found = self.ckpt.restore_newest(abstract_like(self.to_tree(states)), accept)
         _, restored, meta = found
         epoch, step = int(meta["epoch"]), int(meta["step_in_epoch"])
-        restored_states = unstack(self.sweep.groups, restored)
+        restored_states = self.from_tree(restored)
         kept = planned["rows"]
         expected = set(expected_epochs(epoch, self.plan))
         for e in sorted(planned["regen"] & expected):
@@ -164,7 +167,7 @@ class RunFiles:
         meta = {"epoch": epoch, "step_in_epoch": step_in_epoch, "n_members": len(self.sweep.members),
                 "config_fingerprint": self.fingerprint}
         with interrupt.deferred():   # a signal never cuts a checkpoint short
-            self.ckpt.save(step, stack(self.sweep.groups, states), meta)
+            self.ckpt.save(step, self.to_tree(states), meta)
 
     def wait(self, quiet: bool = False) -> None:
         """Wait for a pending asynchronous checkpoint (its error raised unless ``quiet``: another one is)."""

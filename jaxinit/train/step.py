@@ -19,7 +19,6 @@ import optax
 
 from jaxinit import data as data_lib
 from jaxinit import metrics
-from jaxinit import precision as precision_lib
 from jaxinit.optim import Hyper
 
 
