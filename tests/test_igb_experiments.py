@@ -195,3 +195,23 @@ def test_an_igb_train_overwrite_that_cannot_start_leaves_the_finished_run_byte_i
     assert err.startswith("error: ") and err.count("\n") == 1
     after = {p.relative_to(run): p.read_bytes() for p in sorted(run.rglob("*")) if p.is_file() and p.name != ".lock"}
     assert after == before
+
+
+def test_a_finished_igb_run_without_checkpoints_whose_rows_lack_init_signal_is_resummarised_to_the_same_bytes(
+        train_run, tmp_path, capsys):
+    """A finished run re-summarised from metrics.jsonl (no checkpoint) evaluates step 0 again, like every resume: rows
+    an older version wrote without ``init_signal`` get it back, and summary.json and metrics.jsonl come out as the
+    run wrote them (the signals at init are measured in the evaluation of step 0)."""
+    import shutil
+    run = tmp_path / "run"
+    shutil.copytree(train_run, run)
+    shutil.rmtree(run / "checkpoints")
+    summary, metrics = (run / "summary.json").read_bytes(), (run / "metrics.jsonl").read_bytes()
+    rows = [json.loads(line) for line in metrics.decode().splitlines()]
+    assert sum("init_signal" in r for r in rows) == sum(r["step"] == 0 for r in rows) > 0
+    old = [{k: v for k, v in r.items() if k != "init_signal"} for r in rows]       # as an older version wrote them
+    (run / "metrics.jsonl").write_text("".join(json.dumps(r, sort_keys=True) + "\n" for r in old))
+    capsys.readouterr()
+    assert _run(igb_train, ["--preset", "smoke", "--out", str(run), "--resume"]) == 0
+    assert "re-summarised from metrics.jsonl" in capsys.readouterr().err
+    assert (run / "summary.json").read_bytes() == summary and (run / "metrics.jsonl").read_bytes() == metrics

@@ -109,6 +109,17 @@ def test_shared_batches_give_every_member_the_batch_of_the_step_from_the_data_se
         assert orders.shape == (3, 16) and (orders == expected).all() and len(set(expected.tolist())) == 16
 
 
+def test_rows_of_step_0_without_init_signal_are_one_line():
+    from jaxinit.igb import results
+    case = phases.Case("tanh", 3, "sgd", 8, {"role": np.array(["EOC"])}, {})
+    baseline = {"logistic": {"test_acc": 0.9}, "ridge": {"test_acc": 0.9}, "majority_share": 0.5}
+    metrics = {"step": np.array([0]), "alive": np.ones((1, 1), bool)}
+    with pytest.raises(ConfigError, match="tanh__d3__sgd: the rows of step 0 .* hold no init_signal"):
+        results.case_results(case, {}, metrics, {}, baseline, 0.97)
+    out = results.case_results(case, {}, {**metrics, "init_signal": np.ones((1, 4, 2), np.float32)}, {}, baseline, 0.97)
+    assert out["target_acc"] == pytest.approx(0.873) and out["init_signal"].shape == (1, 4, 2)
+
+
 def test_unknown_optimizer_is_a_config_error():
     with pytest.raises(ConfigError, match="unknown optimizer 'lion'"):
         train.setting("lion", 0.1)

@@ -32,7 +32,11 @@ def case_results(case, table: dict, metrics: dict, chosen: dict, baseline: dict,
     """One case's arrays (the `TRAIN` schema and more; ``case``: a `jaxinit.igb.phases.Case`): the members' table,
     their metric arrays (`jaxinit.igb.train.case_arrays`, with ``init_signal``), the points (``point_*``) with their
     selection, the linear baseline and the target (``target`` x the logistic baseline's test accuracy), and over a
-    grid the theory diagram."""
+    grid the theory diagram. Rows of step 0 without ``init_signal`` (a run written before the evaluation of step 0
+    measured it, re-summarised by ``--resume``) are one `ConfigError`."""
+    if "init_signal" not in metrics:
+        raise ConfigError(f"{case.act}__d{case.depth}__{case.optimizer}: the rows of step 0 in metrics.jsonl hold no "
+                          f"init_signal (a run written by an older version); rerun with --overwrite")
     linear = baseline["logistic"]["test_acc"]
     return {**table, **metrics, **chosen, **{f"point_{k}": v for k, v in case.points.items()},
             "act": np.array(case.act), "depth": np.array(case.depth), "optimizer": np.array(case.optimizer),
