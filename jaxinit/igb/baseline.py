@@ -44,7 +44,9 @@ def logistic_accuracies(x_train, y_train, x_eval_list, c: float, max_iter: int =
     return [float(model.score(_flat(x), np.asarray(y))) for x, y in x_eval_list]
 
 
-def _select(fit, grid, train, val, test) -> dict:
+def select_on_validation(fit, grid, train, val, test) -> dict:
+    """``fit(x_train, y_train, [val, test], g)`` -> accuracies at every value ``g`` of ``grid``: the value with the best
+    validation accuracy (ties: the first, i.e. the strongest regularisation) with its test accuracy, and the grid."""
     rows = [(g, *fit(*train, [val, test], g)) for g in grid]
     best = max(range(len(rows)), key=lambda i: (rows[i][1], -i))     # best validation, ties to the first
     g, val_acc, test_acc = rows[best]
@@ -61,10 +63,10 @@ def linear_baseline(x_train, y_train, x_val, y_val, x_test, y_test, alphas=RIDGE
     if len(x_val) == 0:
         raise ValueError("the linear baseline selects its regularisation on a validation split; it is empty")
     train, val, test = (x_train, y_train), (x_val, y_val), (x_test, y_test)
-    return {"ridge": _select(ridge_accuracies, alphas, train, val, test),
-            "logistic": _select(logistic_accuracies, cs, train, val, test),
+    return {"ridge": select_on_validation(ridge_accuracies, alphas, train, val, test),
+            "logistic": select_on_validation(logistic_accuracies, cs, train, val, test),
             "majority_share": majority_share(y_test), "n_test": int(len(y_test))}
 
 
 __all__ = ["RIDGE_ALPHAS", "LOGISTIC_CS", "majority_share", "ridge_accuracies", "logistic_accuracies",
-           "linear_baseline"]
+           "select_on_validation", "linear_baseline"]

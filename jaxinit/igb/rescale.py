@@ -40,7 +40,7 @@ from jaxinit import runinfo
 from jaxinit.config import ConfigError
 from jaxinit.data import Dataset, load_dataset
 from jaxinit.igb import nets, stats
-from jaxinit.igb.train import setting
+from jaxinit.igb import train as igb_train
 from jaxinit.igb import summary_rescale as summ
 from jaxinit.igb.config_rescale import IGBRescaleConfig
 from jaxinit.models import Model, activations
@@ -123,9 +123,7 @@ def transfer_model(net: nets.Net, base: Any, sigma_w2: float, sigma_b2: float) -
         moved = {**rescale_params(base, factors), "head": draw["head"]}
         return jax.tree.map(lambda d, m: jnp.where(fresh > 0.5, d, m), draw, moved), {}
 
-    def apply(params, state, x, train: bool = False):
-        return net.module.apply({"params": params}, x), state
-    return Model(init, apply, net.module)
+    return Model(init, net.model.apply, net.module)
 
 
 @functools.partial(jax.jit, static_argnames="act")
@@ -218,12 +216,12 @@ def options(ds: Dataset, batch_size: int, strategy: str, chunk: int) -> dict:
 def evaluator(sets: dict[str, EvalBatch], info: dict[int, dict]):
     """``evaluator(sweep)`` -> ``evaluate(states, epoch)``: the IGB study's per-member rows
     (`jaxinit.igb.train.evaluator`: ``info[member]`` and ``<split>_<metric>``, JSON-ready)."""
-    from jaxinit.igb import train as igb_train
     return lambda sweep: igb_train.evaluator(sweep, sets, info)
 
+
 def eval_sets(ds: Dataset, splits: tuple[str, ...]) -> dict[str, EvalBatch]:
-    return {s: EvalBatch(getattr(ds, f"x_{s}"), getattr(ds, f"y_{s}"), jnp.ones(getattr(ds, f"y_{s}").shape, bool))
-            for s in splits}
+    """`jaxinit.igb.train.eval_sets` of a data set's splits."""
+    return igb_train.eval_sets(vars(ds), splits)
 
 
 class Arm(NamedTuple):
@@ -243,7 +241,7 @@ def _groups(arms: list[Arm], model: Model, key: Any, optimizer: str, members: li
             if label == arm.label:
                 mine.append(Member(i, arm.label, 1.0, int(seed), lr=float(lr), scale=arm.scales[int(seed)]))
                 info[i] = {"stage": stage, "arm": arm.label, "lr": float(lr), "seed": int(seed)}
-        groups.append(Group(arm.label, setting(optimizer, mine[0].lr), mine, key, model))
+        groups.append(Group(arm.label, igb_train.setting(optimizer, mine[0].lr), mine, key, model))
     return groups, info
 
 

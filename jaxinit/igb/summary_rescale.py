@@ -19,7 +19,7 @@ from typing import Any, Callable, NamedTuple
 import numpy as np
 
 from jaxinit.igb import absorption, stats
-from jaxinit.igb.baseline import RIDGE_ALPHAS, majority_share, ridge_accuracies
+from jaxinit.igb.baseline import RIDGE_ALPHAS, majority_share, ridge_accuracies, select_on_validation
 from jaxinit.intervals import t_interval
 from jaxinit.jsonsafe import to_json
 
@@ -43,19 +43,10 @@ class Context(NamedTuple):
 # --------------------------------------------------------------------------- arrays
 def curves(rows: list[dict], members: list[int], keys: tuple[str, ...]) -> dict[str, np.ndarray]:
     """``step`` (evals,), ``alive`` and every key of ``keys`` (evals, members) for ``members`` (global indices,
-    in this order); None (NaN in JSON) becomes NaN."""
-    index = {m: j for j, m in enumerate(members)}
-    mine = [r for r in rows if r["member"] in index]
-    steps = sorted({int(r["epoch"]) for r in mine})
-    at = {s: e for e, s in enumerate(steps)}
-    out = {k: np.full((len(steps), len(members)), np.nan) for k in keys}
-    alive = np.zeros((len(steps), len(members)), bool)
-    for r in mine:
-        e, j = at[int(r["epoch"])], index[r["member"]]
-        alive[e, j] = not r["diverged"]
-        for k in keys:
-            out[k][e, j] = np.nan if r[k] is None else r[k]
-    return {"step": np.asarray(steps), **out, "alive": alive}
+    in this order); None (NaN in JSON) becomes NaN (`jaxinit.igb.train.case_arrays`, the IGB study's reader)."""
+    from jaxinit.igb.train import case_arrays
+    arrays = case_arrays(rows, members)
+    return {"step": arrays["step"], **{k: arrays[k] for k in keys}, "alive": arrays["alive"]}
 
 
 def choose_rate(val_acc_RS, alive_RS) -> int:
@@ -77,10 +68,9 @@ def ridge_baseline(ds) -> dict:
     lbfgs on 784-d sphere inputs took ~55 s per value of C on the 2-core CPU."""
     tr = (np.asarray(ds.x_train), np.asarray(ds.y_train))
     va, te = (np.asarray(ds.x_val), np.asarray(ds.y_val)), (np.asarray(ds.x_test), np.asarray(ds.y_test))
-    grid = [(a, *ridge_accuracies(*tr, [va, te], a)) for a in RIDGE_ALPHAS]
-    best = max(range(len(grid)), key=lambda i: (grid[i][1], -i))
-    return {"model": "ridge", "alpha": grid[best][0], "val_acc": grid[best][1], "test_acc": grid[best][2],
-            "grid": [{"alpha": a, "val_acc": v, "test_acc": t} for a, v, t in grid]}
+    r = select_on_validation(ridge_accuracies, RIDGE_ALPHAS, tr, va, te)
+    return {"model": "ridge", "alpha": r["param"], "val_acc": r["val_acc"], "test_acc": r["test_acc"],
+            "grid": [{"alpha": g["param"], "val_acc": g["val_acc"], "test_acc": g["test_acc"]} for g in r["grid"]]}
 
 
 # --------------------------------------------------------------------------- statistics
