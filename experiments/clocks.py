@@ -1,6 +1,6 @@
 """Forgetting on its own clock: each optimizer family swept along the clock the paper assigns it.
 
-Das et al. 2026 (arXiv 2605.29152), THEORY.md section 6: T_SGD = (1/b) sum eta_k^2 (sgd: lr and batch
+Das et al. 2026 (arXiv 2605.29152), docs/theory.md section 6: T_SGD = (1/b) sum eta_k^2 (sgd: lr and batch
 size; momentum: with its effective step eta / (1 - mu)), T_L2 = lambda sum eta_k (sgd_l2: lambda),
 T_adapt = sum eta_k (adam, adamw, muon: lr, and for adam also the number of epochs). Every point is a
 run of the forgetting study (3 seeds x 6 sigma_w by default) in DIR/points/<name>; an interrupted

@@ -1,6 +1,6 @@
 """Initialization memory: how much of the init scale sigma_w survives training, and on which clock.
 
-Das et al. 2026, "Do Deep Networks Forget Initialization?" (arXiv 2605.29152); THEORY.md section 6.
+Das et al. 2026, "Do Deep Networks Forget Initialization?" (arXiv 2605.29152); docs/theory.md section 6.
 Every member (optimizer setting x sigma_w x seed) trains the same network; the headline number per
 setting is the spread (max - min over sigma_w, percentage points) of test accuracy at the epoch of
 lowest validation loss, next to the spread at the lowest validation loss among interpolating epochs,

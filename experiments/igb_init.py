@@ -1,6 +1,6 @@
 """Bias at initialization: finite networks against mean-field and Initial Guessing Bias theory.
 
-Bassi et al. 2026 (arXiv 2505.12096), Francazi et al. 2024 (arXiv 2306.00809); THEORY.md sections 1-5.
+Bassi et al. 2026 (arXiv 2505.12096), Francazi et al. 2024 (arXiv 2306.00809); docs/theory.md sections 1-5.
 Library: `jaxinit.igb.probe_init` (what is measured: its docstring), presets in `jaxinit.igb.config_init`.
 Writes DIR/config.json, DIR/results/<input>__<case>.npz (and width.npz), DIR/summary.json, DIR/run.json,
 DIR/figures/*.png.

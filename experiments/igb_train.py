@@ -1,6 +1,6 @@
 """Bias meets trainability in training: which phase trains, at its own best learning rate, and how fast is its bias absorbed?
 
-Bassi et al. 2026 (arXiv 2505.12096); THEORY.md section 5. Deep MLPs (tanh, ReLU, pooled ReLU) in the mean-field
+Bassi et al. 2026 (arXiv 2505.12096); docs/theory.md section 5. Deep MLPs (tanh, ReLU, pooled ReLU) in the mean-field
 convention, trained from points placed by the theory's solvers (one per phase, or a sigma_w2 sweep around the
 EOC) on binarised digits (or MNIST), under the fair protocol: every point selects its own learning rate from the
 same grid on selection seeds disjoint from the reported ones, and the reported seeds train each point at its own

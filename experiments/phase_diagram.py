@@ -1,4 +1,4 @@
-"""Theory phase diagrams over (sigma_w2, sigma_b2): mean field + Initial Guessing Bias (THEORY.md 2-5).
+"""Theory phase diagrams over (sigma_w2, sigma_b2): mean field + Initial Guessing Bias (docs/theory.md 2-5).
 
 Six panels (ReLU, Tanh, ReLU+Max, Tanh+Max, ReLU+Avg, Tanh+Avg; pooling over k = 2 pre-activations):
 the phases of the trainability paper (Bassi et al. 2026, `theory.phase.PHASE_LEGEND`), the edge of chaos

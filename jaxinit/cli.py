@@ -10,8 +10,8 @@ presets=..., default=..., main=..., default_out=..., validate=..., ...)`` and
 everything else is a dotted override of the preset's config, parsed by tyro over the frozen config
 dataclasses (`jaxinit.config_parse`, chosen because it reads the dataclasses we already have, field
 docstrings and ``Literal`` choices included, with no second schema to keep in step; ml_collections' config
-flags would force a `--config.` prefix on every key that DESIGN.md fixes). The presets are `Presets`
-(`jaxinit.config`): each with a line that ``--help`` prints; ``--preset NAME`` (DESIGN.md) picks one.
+flags would force a `--config.` prefix on every key that docs/design.md fixes). The presets are `Presets`
+(`jaxinit.config`): each with a line that ``--help`` prints; ``--preset NAME`` (docs/design.md) picks one.
 Run directories are owned (`jaxinit.rundir`: lock, manifest, same-config continuation, `--overwrite`
 deleting the run's own files only, and only once the experiment's set-up checks passed), results
 are written atomically (`jaxinit.files`), every continuation is checked against the fingerprint the

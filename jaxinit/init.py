@@ -19,7 +19,7 @@ Base initializers (untruncated Gaussians, fan_in = prod(window) * C_in, fan_out 
 | normal_fan_in   | 1 / fan_in                |
 
 ``normal_fan_in`` equals ``lecun_normal``; it is named for the theory: with it ``sigma_w**2`` is
-THEORY.md's ``sigma_w2`` (``W_ij ~ N(0, sigma_w2 / fan_in)``). With ``he_normal``, ``sigma_w = 1``
+docs/theory.md's ``sigma_w2`` (``W_ij ~ N(0, sigma_w2 / fan_in)``). With ``he_normal``, ``sigma_w = 1``
 means ``sigma_w2 = 2``, the ReLU edge of chaos.
 
 Any flax module: its parameter tree is built once (`jaxinit.models.core.from_flax`), then per member
@@ -34,7 +34,7 @@ base Gaussian draws). A kernel's draw depends on the paths and sizes of the kern
 renaming a sub-module changes the draws. ``sigma_w`` may be a traced
 scalar: init is vmappable over ``(keys, sigma_w)`` and changing ``sigma_w`` never recompiles.
 
-Note (THEORY.md §6): with BatchNorm after every conv, scaling the kernels does not change the function
+Note (docs/theory.md §6): with BatchNorm after every conv, scaling the kernels does not change the function
 at init, only the effective learning rate (~ eta / |W|^2): BN divides the scale out (up to its eps).
 In our models the classifier kernel is scaled too and no BN follows it, so at init the BN nets'
 logits are exactly ``sigma_w`` times those at ``sigma_w = 1`` (again up to BN's eps).
@@ -254,7 +254,7 @@ def scale_params(params: Any, sigma_w: jax.Array | float, sigma_b: jax.Array | f
     """Kernels (of ``scope``, see `scale_kernels`) x ``sigma_w`` and, if given, biases x ``sigma_b`` (both
     may be traced: no recompilation).
 
-    With ``base_init="normal_fan_in"`` and ``bias_init="normal"`` this is THEORY.md section 1:
+    With ``base_init="normal_fan_in"`` and ``bias_init="normal"`` this is docs/theory.md section 1:
     ``W ~ N(0, sigma_w2 / fan_in)``, ``b ~ N(0, sigma_b2)`` for ``sigma_w = sqrt(sigma_w2)``,
     ``sigma_b = sqrt(sigma_b2)``.
     """

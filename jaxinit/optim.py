@@ -50,7 +50,7 @@ BatchNorm gains and shifts, and the classifier ("head").
 Effective step: the heavy-ball kinds (momentum, nesterov) move by ``eta m`` with ``m`` summing past
 gradients geometrically, so a steady gradient ``g`` moves ``w`` by ``eta g / (1 - mu)`` per step; their
 clocks use ``eta / (1 - mu)`` (`HEAVY_BALL_KINDS`). Adam's and Muon's momenta are EMAs (the ``1 - beta``
-is inside), their step is ``eta`` times a unit-scale direction. The clocks of THEORY.md §6 are computed from the returned schedule:
+is inside), their step is ``eta`` times a unit-scale direction. The clocks of docs/theory.md §6 are computed from the returned schedule:
 ``T_SGD = sum_t eta_t^2 / b``, ``T_L2 = lambda sum_t eta_t``, ``T_adapt = sum_t eta_t``.
 
 Schedules (k = step, T = steps_per_epoch * epochs, W = warmup_epochs * steps_per_epoch, rounded):
@@ -136,7 +136,7 @@ def structure(s: OptSetting) -> OptSetting:
     return dataclasses.replace(s, label="", lr=1.0, l2=float(s.l2 > 0), weight_decay=float(s.weight_decay > 0))
 
 
-# CPU-scale starting points (MEASURED.md); muon momentum 0.95 is Jordan et al.'s and is not taken
+# CPU-scale starting points (docs/forgetting.md); muon momentum 0.95 is Jordan et al.'s and is not taken
 # from opt.momentum (that one is the heavy-ball mu).
 SETTINGS: dict[str, OptSetting] = {s.label: s for s in (
     OptSetting("sgd", "sgd", lr=0.05),

@@ -69,7 +69,7 @@ def test_igb_train_smoke_runs_optimizers_and_depths_with_per_class_fields(train_
     assert set(summary) == {f"tanh__d{d}__{o}" for d in (3, 5) for o in ("sgd", "adam")}
     run = summary["tanh__d3__sgd"]
     assert [r["phase"] for r in run["phases"]] == ["ordered-deep", "EOC", "prejudice", "neutrality"]
-    assert run["phases"][1]["sigma_w2"] == pytest.approx(1.986073, rel=1e-3)       # THEORY.md oracle at sigma_b2 = 0.1
+    assert run["phases"][1]["sigma_w2"] == pytest.approx(1.986073, rel=1e-3)       # docs/theory.md oracle at sigma_b2 = 0.1
     for row in run["phases"]:      # each point its own rate, chosen from its own selection curve
         assert row["lr"] in (0.05, 0.2) and [r["lr"] for r in row["lr_curve"]] == [0.05, 0.2]
         best = max(row["lr_curve"], key=lambda r: (r["diverged"] == 0, r["val_acc_mean"], -r["lr"]))

@@ -21,7 +21,7 @@ from jaxinit.train import engine
 from jaxinit.train.engine import Plan
 from jaxinit.train.step import member_streams
 
-SW2, SB2 = 1.986073, 0.1      # tanh EOC at sigma_b2 = 0.1 (THEORY.md section 4)
+SW2, SB2 = 1.986073, 0.1      # tanh EOC at sigma_b2 = 0.1 (docs/theory.md section 4)
 
 
 def _net(depth=6, width=32, n_classes=3, dim=20):

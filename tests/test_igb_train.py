@@ -126,7 +126,7 @@ def test_unknown_optimizer_is_a_config_error():
 
 
 def test_backward_factor_at_init_is_chi1_to_the_depth():
-    """Linear MLP: E|delta|^2 is multiplied by chi_1 = sigma_w2 per layer (THEORY.md section 2)."""
+    """Linear MLP: E|delta|^2 is multiplied by chi_1 = sigma_w2 per layer (docs/theory.md section 2)."""
     from theory import meanfield as mf
     depth, sw2 = 8, 0.5
     net = nets.make_net(DeepMLP(2, 1024, depth, "linear"), (64,))
@@ -194,7 +194,7 @@ def test_points_are_phase_points_then_grid_for_the_first_optimizer_only():
     assert m["role"].tolist() == ["ordered-deep", "EOC", "prejudice", "neutrality", "grid", "grid"]
     assert m["theory_phase"][:4].tolist() == ["ordered deep prejudice", "transient deep prejudice (EOC)", "prejudice",
                                               "neutrality"]
-    assert m["sigma_w2"][1] == pytest.approx(1.986073, rel=1e-5)      # THEORY.md oracle at sigma_b2 = 0.1
+    assert m["sigma_w2"][1] == pytest.approx(1.986073, rel=1e-5)      # docs/theory.md oracle at sigma_b2 = 0.1
     np.testing.assert_allclose(m["chi1_pow"][1], 1.0, atol=1e-6)     # the EOC: chi_1 = 1
     # the theory a measured factor is compared with follows q_1 = sigma_w2 + sigma_b2 down to q*: below chi_1^2
     from theory import meanfield as mf

@@ -1,4 +1,4 @@
-"""Mean-field-convention flax models (deep MLP, residual MLP, CNN, ViT) against closed forms of THEORY.md."""
+"""Mean-field-convention flax models (deep MLP, residual MLP, CNN, ViT) against closed forms of docs/theory.md."""
 import jax
 import jax.numpy as jnp
 import numpy as np
@@ -19,7 +19,7 @@ def _sphere_inputs(key, n, shape):
 
 
 def _relu_c_map(c):
-    """Normalised ReLU c-map at sigma_b2 = 0 (THEORY.md section 3)."""
+    """Normalised ReLU c-map at sigma_b2 = 0 (docs/theory.md section 3)."""
     return (np.sqrt(1 - c ** 2) + (np.pi - np.arccos(c)) * c) / np.pi
 
 

@@ -226,7 +226,7 @@ def test_resolve_precedence_global_over_entries_over_registry():
 
 
 def test_weight_decay_reaches_only_the_regularised_settings():
-    for label in ("sgd", "momentum", "nesterov", "adam"):     # unregularised by definition (DESIGN.md)
+    for label in ("sgd", "momentum", "nesterov", "adam"):     # unregularised by definition (docs/design.md)
         s = _setting(label, weight_decay=1e-3)
         assert (s.l2, s.weight_decay) == (0.0, 0.0), label
     assert (_setting("sgd_l2", weight_decay=1e-3).l2, _setting("sgd_l2", weight_decay=1e-3).weight_decay) == (1e-3, 0.0)

@@ -94,7 +94,7 @@ def test_relu_closed_form_matches_one_dimensional_quadrature(c):
 
 
 def test_relu_normalised_map_oracles():
-    """C(c) = (sqrt(1-c^2) + (pi - arccos c) c)/pi: C(0) = 1/pi, C(1) = 1, C'(1) = 1 (THEORY.md section 3)."""
+    """C(c) = (sqrt(1-c^2) + (pi - arccos c) c)/pi: C(0) = 1/pi, C(1) = 1, C'(1) = 1 (docs/theory.md section 3)."""
     k = lambda c: A.relu_kernel_unit(c) / 0.5
     assert float(k(0.0)) == pytest.approx(1 / PI, abs=1e-15)
     assert float(k(1.0)) == pytest.approx(1.0, abs=1e-15)
@@ -155,7 +155,7 @@ def test_price_theorem_links_kernel_and_grad_kernel(name):
 
 
 def test_tanh_pooling_reductions():
-    """Avg pool halves tanh's expectations; max pool keeps its even moments (THEORY.md section 3)."""
+    """Avg pool halves tanh's expectations; max pool keeps its even moments (docs/theory.md section 3)."""
     t, ta, tm = A.get("tanh"), A.get("tanh+avgpool"), A.get("tanh+maxpool")
     q, c = 0.9, 0.4
     assert float(ta.kernel(q, c)) == pytest.approx(0.5 * float(t.kernel(q, c)), rel=1e-15)

@@ -84,7 +84,7 @@ def test_backward_product_broadcasts_jits_and_differentiates():
         mf.backward_product(1.0, 0.1, "tanh", 0)
 
 
-# (G(1), K(1)) at unit variance: E|grad psi|^2 and E psi^2 (THEORY.md section 3)
+# (G(1), K(1)) at unit variance: E|grad psi|^2 and E psi^2 (docs/theory.md section 3)
 POOLED = {"relu+maxpool": (0.75, 0.75 + 0.5 / PI), "relu+avgpool": (0.25, 0.25 + 0.25 / PI)}
 
 

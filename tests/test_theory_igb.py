@@ -1,4 +1,4 @@
-"""Initial Guessing Bias: gamma <-> c, estimators, f_max distributions (THEORY.md section 5)."""
+"""Initial Guessing Bias: gamma <-> c, estimators, f_max distributions (docs/theory.md section 5)."""
 import math
 
 import jax

@@ -40,7 +40,7 @@ def test_tanh_eoc_matches_scipy_quad_to_1e8():
 def test_eoc_oracles():
     sb = np.array([0.0, 0.05, 0.1])
     tanh = np.asarray(mf.eoc(sb, "tanh"))
-    np.testing.assert_allclose(tanh[1:], [1.760955, 1.986073], atol=5e-7)           # THEORY.md section 4
+    np.testing.assert_allclose(tanh[1:], [1.760955, 1.986073], atol=5e-7)           # docs/theory.md section 4
     np.testing.assert_allclose(mf.fixed_point(tanh[1:], sb[1:], "tanh")[0], [0.570048, 0.805799], atol=5e-7)
     assert tanh[0] == 1.0                            # q* = 0: 1/tanh'(0)^2 exactly, not the expansion's 1 + 4.1e-9
     assert float(mf.neutrality_line(0.0, "tanh")) == 1.0
@@ -111,7 +111,7 @@ def test_c_star_is_exactly_one_where_approach_is_algebraic():
 
 
 def test_relu_oracles_and_unbounded_q_star():
-    """c2, c5, c10 from c1 = 0 at sigma_b2 = 0 (THEORY.md section 3); q* = sigma_b2/(1 - sigma_w2/2) or inf."""
+    """c2, c5, c10 from c1 = 0 at sigma_b2 = 0 (docs/theory.md section 3); q* = sigma_b2/(1 - sigma_w2/2) or inf."""
     q, c = map(np.asarray, mf.propagate(2.0, 0.0, "relu", 10))
     np.testing.assert_allclose(c[[1, 4, 9]], [0.3183099, 0.6809535, 0.8548092], atol=5e-8)
     np.testing.assert_allclose(q, 2.0, rtol=1e-14)
@@ -166,7 +166,7 @@ def test_depth_scales_and_backward_factor():
 def _wide_network_moments(act, sigma_w2, sigma_b2, depth, width, n_inputs, n_nets, seed):
     """Q = mean_a G_aa, P = mean_{a != b} G_ab per layer, averaged over `n_nets` networks of `width` units.
 
-    THEORY.md convention: W ~ N(0, sigma_w2 / fan_in), b ~ N(0, sigma_b2), inputs orthogonal with
+    docs/theory.md convention: W ~ N(0, sigma_w2 / fan_in), b ~ N(0, sigma_b2), inputs orthogonal with
     |x|^2/d = 1; pooled activations see k * width pre-activations. W_l a is drawn row by row from its
     exact law N(0, sigma_w2 a^T a / fan_in) (the rows of W_l are iid), identical to drawing W_l.
     """

@@ -1,4 +1,4 @@
-"""Phase classification and vectorised phase diagrams (THEORY.md section 5)."""
+"""Phase classification and vectorised phase diagrams (docs/theory.md section 5)."""
 import numpy as np
 import pytest
 

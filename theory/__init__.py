@@ -8,7 +8,7 @@
 - `theory.igb`: Initial Guessing Bias: gamma <-> c, estimators, f_max distributions.
 - `theory.phase`: phase classification and vmapped phase diagrams over (sigma_w2, sigma_b2).
 
-Conventions and sources: docs/THEORY.md (shared docs). Public functions take and return jax arrays,
+Conventions and sources: docs/theory.md. Public functions take and return jax arrays,
 work under `jax.jit` (string / integer selectors static) and `jax.grad`; float64 is scoped with
 `jax.enable_x64` inside each of them and never switched on globally (`theory.x64`, which also states
 the two caveats of a scoped float64).

@@ -1,10 +1,10 @@
-"""Activation registry: the Gaussian expectations the mean-field maps need (THEORY.md sections 2-4).
+"""Activation registry: the Gaussian expectations the mean-field maps need (docs/theory.md sections 2-4).
 
 For an activation `psi` (elementwise `phi`, or `k = 2` independent pre-activations pooled by max or
 mean) and two inputs with equal pre-activation variance `q` and correlation `c`, each entry gives
 
 - `mean(q)          = E[psi(sqrt(q) z)]`
-- `second_moment(q) = E[psi(sqrt(q) z)^2]`                      (length map, THEORY.md section 2)
+- `second_moment(q) = E[psi(sqrt(q) z)^2]`                      (length map, docs/theory.md section 2)
 - `kernel(q, c)     = E[psi(u_a) psi(u_b)]`                      (covariance map)
 - `grad_kernel(q, c) = E[<grad psi(u_a), grad psi(u_b)>]`       (`chi_c / sigma_w2`; by Price's theorem
   `d kernel / d q_ab`, which is also how the multi-node closed forms below were derived)
@@ -18,7 +18,7 @@ activations read the last axis as `N` groups of `k` consecutive pre-activations.
 
 How each expectation is computed (no Monte Carlo anywhere):
 
-- linear, relu, erf: closed forms (THEORY.md section 3; Cho & Saul 2009, Williams 1997).
+- linear, relu, erf: closed forms (docs/theory.md section 3; Cho & Saul 2009, Williams 1997).
 - tanh: `tanh(x) = sum_k a_k erf(b_k x) + e(x)`, a 10-term erf expansion fitted once
   (`|e| < 3e-10`, `|e'| < 2.1e-9` on the real line, sum a_k = 1 exactly), so every tanh expectation is a
   finite sum of Williams' erf closed forms, exact in `q`: `kernel = (2/pi) sum_jk a_j a_k
@@ -43,7 +43,7 @@ How each expectation is computed (no Monte Carlo anywhere):
   `1/sqrt(Q)` at large q) and `theta = theta_1 - (theta_1 - theta_c) s^2` (removes the square-root
   behaviour of `arcsin(rho)` at `t = 1`).
   `kernel(q, 1) = E[tanh(M)^2] = E[tanh(z)^2]` and `grad_moment` equal tanh's (even functions of the
-  max of two iid Gaussians have the law of one, THEORY.md section 3).
+  max of two iid Gaussians have the law of one, docs/theory.md section 3).
 The tanh and tanh + maxpool closed forms (erf expansion) are in `theory.tanh_erf`.
 
 All functions take float64 arrays that broadcast and return arrays of the broadcast shape; they are
@@ -70,7 +70,7 @@ SQRT_2PI = math.sqrt(2.0 * PI)
 
 
 class Activation(NamedTuple):
-    """Expectations of one activation under the conventions of THEORY.md section 1-2."""
+    """Expectations of one activation under the conventions of docs/theory.md section 1-2."""
     name: str
     nodes: int             # pre-activations pooled into one unit (k)
     bounded: bool          # |psi| <= 1: q* lies in [sigma_b2, sigma_b2 + sigma_w2]
@@ -164,7 +164,7 @@ def _relu_avgpool() -> Activation:
 
 _A_MAX = 1.0 / math.sqrt(2.0)
 RELU_MAX_M1 = 1.0 / SQRT_2PI + 0.5 / math.sqrt(PI)   # E[relu(max(z1, z2))]
-RELU_MAX_M2 = 0.75 + 0.5 / PI                          # E[relu(max(z1, z2))^2] (THEORY.md section 3)
+RELU_MAX_M2 = 0.75 + 0.5 / PI                          # E[relu(max(z1, z2))^2] (docs/theory.md section 3)
 
 
 def relu_max_grad_kernel(c):
@@ -238,7 +238,7 @@ def _tanh() -> Activation:
 
 
 def _tanh_avgpool() -> Activation:
-    """(tanh(h1) + tanh(h2)) / 2: zero mean, so every expectation is tanh's halved (THEORY.md section 3)."""
+    """(tanh(h1) + tanh(h2)) / 2: zero mean, so every expectation is tanh's halved (docs/theory.md section 3)."""
     return Activation(
         "tanh+avgpool", 2, True, False, _pool(jnp.tanh, jnp.mean),
         mean=lambda q: jnp.zeros_like(q),

@@ -1,4 +1,4 @@
-"""GELU and SiLU: exact Gaussian expectations through the family `x Phi(a x)` (THEORY.md sections 2-4).
+"""GELU and SiLU: exact Gaussian expectations through the family `x Phi(a x)` (docs/theory.md sections 2-4).
 
 `GELU(x) = x Phi(x)`, and SiLU is a finite mixture of the same family: with the erf expansion of tanh
 used for tanh (`theory.activations`, `tanh(y) = sum_k a_k erf(b_k y) + e(y)`, `sum a_k = 1`,

@@ -1,6 +1,6 @@
 """Initial Guessing Bias (IGB): gamma <-> c, estimators from pre-activations, f_max distributions.
 
-THEORY.md section 5 (Francazi, Lucchi, Baity-Jesi 2024, arXiv 2306.00809; Bassi et al. 2026):
+docs/theory.md section 5 (Francazi, Lucchi, Baity-Jesi 2024, arXiv 2306.00809; Bassi et al. 2026):
 
 - For one network, node `i` has a data-mean `mu_i = E_x[h_i(x)]`; `sigma_mu2 = Var_i(mu_i)`,
   `sigma_y2 = mean_i Var_x(h_i(x))`, `gamma = sigma_mu2 / sigma_y2`.
@@ -56,7 +56,7 @@ def estimate(h) -> dict:
     `sigma_y2 = mean_i Var_a(h_ia)`, `gamma = sigma_mu2 / sigma_y2`; inflated by about
     `(1 + gamma) / (n - 1)` with `n` inputs. Bias-corrected: with `G = h^T h / N`, `Q = mean_a G_aa`,
     `P = mean_{a != b} G_ab`, `gamma_corr = P / (Q - P)`, so that `c = P / Q` equals
-    `gamma_corr / (1 + gamma_corr)` exactly (THEORY.md section 5). Also returns `q = Q`, `p = P`, `c`.
+    `gamma_corr / (1 + gamma_corr)` exactly (docs/theory.md section 5). Also returns `q = Q`, `p = P`, `c`.
     Values are 0-d float64 jax arrays.
 
     `gamma_corr` is uncentred, like the mean-field `q_ab` it estimates: `P` is a second moment about 0,
@@ -132,7 +132,7 @@ def fmax_samples(key, gamma, n_classes: int = 2, n_networks: int = 10_000):
 
     Binary: `max(G0, 1 - G0)`, `G0 = Phi(sqrt(gamma) delta)`; `n` classes: the fraction of the class
     with the largest centre `Z_c` (the largest fraction), the xi-average of the n-class formula by
-    Gauss-Hermite (THEORY.md section 5). `gamma` is a scalar (`inf`: every `f_max = 1`); `n_classes` and
+    Gauss-Hermite (docs/theory.md section 5). `gamma` is a scalar (`inf`: every `f_max = 1`); `n_classes` and
     `n_networks` are static under `jax.jit`.
     """
     _check_classes(n_classes)

@@ -1,11 +1,11 @@
 """Mean-field recursions: length and covariance maps, fixed points, chi_1, edge of chaos, depth scales.
 
-Conventions (THEORY.md section 1): `W_ij ~ N(0, sigma_w2 / fan_in)`, `b_i ~ N(0, sigma_b2)`, inputs
+Conventions (docs/theory.md section 1): `W_ij ~ N(0, sigma_w2 / fan_in)`, `b_i ~ N(0, sigma_b2)`, inputs
 with `q0_aa = |x|^2/d = 1` and `q0_ab = 0`; layer `l = 1` is the first (linear) pre-activation,
 `q1 = sigma_w2 q0 + sigma_b2`, and the map `l -> l + 1` is the first that involves the activation.
 Both inputs keep equal variances at every layer, so one `q` describes them.
 
-Maps (THEORY.md section 2; Poole et al. 2016, Schoenholz et al. 2017):
+Maps (docs/theory.md section 2; Poole et al. 2016, Schoenholz et al. 2017):
 
 - `q' = sigma_w2 E[psi(sqrt(q) z)^2] + sigma_b2`
 - `c' = (sigma_w2 E[psi(u_a) psi(u_b)] + sigma_b2) / (sigma_w2 E[psi(u_a)^2] + sigma_b2)`; the
@@ -26,7 +26,7 @@ Fixed points are solved, never iterated to a tolerance: `q*` in closed form for 
 activations (`inf` when `sigma_w2 E[psi(z)^2] >= 1`: the variance grows without bound), by a
 bracketed root solve otherwise (`[sigma_b2, sigma_b2 + sigma_w2]` for bounded `psi`); `c* = 1`
 exactly wherever the slope of the c-map at `c = 1` is <= 1 (the approach to 1 is exponential, with
-depth scale `xi_c`, where the slope is < 1, and algebraic where it is 1, THEORY.md section 2), else the root of `(c' - c)/(1 - c)` in `[0, 1)`. The single-point
+depth scale `xi_c`, where the slope is < 1, and algebraic where it is 1, docs/theory.md section 2), else the root of `(c' - c)/(1 - c)` in `[0, 1)`. The single-point
 kernels (`theory.pointwise`) do the work; derivatives of every solve are implicit (exact).
 
 Arrays in, arrays out: every public function takes floats, numpy or jax arrays that broadcast
@@ -92,7 +92,7 @@ def _run(kind: str, act: str, *args):
 
 @scoped
 def q_map(q, sigma_w2, sigma_b2, act: str):
-    """Length map `q' = sigma_w2 E[psi(sqrt(q) z)^2] + sigma_b2` (THEORY.md section 2)."""
+    """Length map `q' = sigma_w2 E[psi(sqrt(q) z)^2] + sigma_b2` (docs/theory.md section 2)."""
     return _run("q_map", act, q, sigma_w2, sigma_b2)
 
 
@@ -118,7 +118,7 @@ def fixed_point(sigma_w2, sigma_b2, act: str):
 
 @scoped
 def chi1(sigma_w2, sigma_b2, act: str):
-    """`chi_1 = sigma_w2 E|grad psi(sqrt(q*) z)|^2` (THEORY.md section 2): the gradient criterion.
+    """`chi_1 = sigma_w2 E|grad psi(sqrt(q*) z)|^2` (docs/theory.md section 2): the gradient criterion.
 
     Also the per-layer factor of `E[delta^2]` at `q*` (see `backward_factor`). `< 1` ordered,
     `> 1` chaotic. For homogeneous `psi` it does not depend on `q*` (finite or not); where `q* = inf`
@@ -129,11 +129,11 @@ def chi1(sigma_w2, sigma_b2, act: str):
 
 @scoped
 def chi1_tilde(sigma_w2, sigma_b2, act: str):
-    """Forward criterion `chi_1~` of the trainability paper (Bassi et al. 2026; THEORY.md section 2).
+    """Forward criterion `chi_1~` of the trainability paper (Bassi et al. 2026; docs/theory.md section 2).
 
     Homogeneous `psi` (linear, ReLU family): `sigma_w2 E[psi(z)^2]`, the slope `dq'/dq` of the length
     map, which is linear there (`q' = sigma_w2 E[psi(z)^2] q + sigma_b2`): the per-layer growth factor of
-    `q` when `q* = inf`. This is THEORY.md's `d q'_ab / d q_ab` at `c = 1` taken along the diagonal
+    `q` when `q* = inf`. This is docs/theory.md's `d q'_ab / d q_ab` at `c = 1` taken along the diagonal
     (`q_ab = q_aa = q` moving together), not the partial derivative at fixed `q_aa`, which by Price's
     theorem is `sigma_w2 E|grad psi|^2 = chi_1`. The two differ for pooled ReLU (critical `sigma_w2`
     `4 pi/(3 pi + 2)` vs `4/3` for MaxPool, `4 pi/(pi + 1)` vs `4` for AvgPool) and agree for plain ReLU.
@@ -217,14 +217,14 @@ def critical_lines(sigma_b2, act: str) -> dict:
 
 @scoped
 def neutrality_line(sigma_b2, act: str):
-    """`sigma_w2` where `c* = 1/2` (gamma = 1, the neutrality / prejudice boundary, THEORY.md section 5).
+    """`sigma_w2` where `c* = 1/2` (gamma = 1, the neutrality / prejudice boundary, docs/theory.md section 5).
 
     Solved with `q*` as the unknown: `sigma_w2(q) = (q - sigma_b2) / V(q)` and `c'(1/2) = 1/2` at `q`,
     `q*` bracketed in `[sigma_b2, sigma_b2 + 1e4 (1 + sigma_b2)]`, and kept only where `c* = 1/2` is the
     stable fixed point (`chi_1 >= 1`). nan for homogeneous `psi` (`c* = 1` everywhere) and GELU / SiLU
     (`c* = 1` wherever `q*` is unbounded). Tanh + MaxPool is finite but far out: its non-zero mean keeps
     `c* > 1/2` up to `sigma_w2` = 37.6, 39.7, 47.3, 56.1 at `sigma_b2` = 0, 0.1, 0.5, 1 (`q*` = 32-51),
-    beyond any practical range (no neutral region in figures, THEORY.md section 3).
+    beyond any practical range (no neutral region in figures, docs/theory.md section 3).
     """
     return _run("curves", act, sigma_b2)["neutrality"]
 
@@ -257,7 +257,7 @@ def propagate(sigma_w2, sigma_b2, act: str, depth: int, q0=1.0, c0=0.0):
     """`(q, c)` per layer, shapes `broadcast + (depth,)`; index `l - 1` holds layer `l`.
 
     Layer 1 is linear: `q1 = sigma_w2 q0 + sigma_b2`, `c1 = (sigma_w2 c0 q0 + sigma_b2) / q1`; layers
-    `2..depth` apply the maps (THEORY.md section 1). A `lax.scan`, vmapped over the broadcast inputs;
+    `2..depth` apply the maps (docs/theory.md section 1). A `lax.scan`, vmapped over the broadcast inputs;
     `act` and `depth` are static under `jax.jit`.
     """
     get(act)

@@ -1,6 +1,6 @@
 """Phases of the trainability paper and vectorised phase diagrams over (sigma_w2, sigma_b2).
 
-THEORY.md section 5 (Bassi et al. 2026, arXiv 2505.12096), with `chi` the criterion the diagram is
+docs/theory.md section 5 (Bassi et al. 2026, arXiv 2505.12096), with `chi` the criterion the diagram is
 classified by: the forward criterion `chi_1~` (default) or the gradient criterion `chi_1` (equal for
 every activation but pooled ReLU, see `theory.meanfield`):
 
@@ -27,7 +27,7 @@ whatever `sigma_w2` is: `0.75 / (3/4 + 1/(2 pi)) = 0.8249` for MaxPool, `(1/4) /
 for AvgPool, i.e. `xi_c = 5.196` and `3.619` layers at both "edges of chaos" and everywhere beyond them
 (below the forward criterion with `sigma_b2 > 0` the slope is `chi_1`, smaller still). `c` reaches 1
 exponentially: `1 - c_100 = 4.5e-10` (MaxPool) and `2.5e-13` (AvgPool) at every `sigma_w2` at
-`sigma_b2 = 0`. Plain ReLU has `G(1)/K(1) = 1` (`xi_c = inf`, the algebraic approach of THEORY.md section 2).
+`sigma_b2 = 0`. Plain ReLU has `G(1)/K(1) = 1` (`xi_c = inf`, the algebraic approach of docs/theory.md section 2).
 
 The edge of chaos is a line; on a grid it is the band `|chi - 1| <= eoc_tol` (default 0.01, about
 one cell of a 200-point grid over sigma_w2 in (0, 6]); figures draw the exact curve from
@@ -119,7 +119,7 @@ def phase_diagram(act: str, sigma_w2, sigma_b2, depth: int, eoc_tol: float = DEF
     `(sigma_w2[i], sigma_b2[j])`): `chi1`, `chi1_tilde`, `q_star`, `c_star`, `c_depth` and
     `gamma_depth` (`c` and `gamma = c/(1-c)` at layer `depth` of `propagate`, inputs with
     `q0 = 1`, `c0 = 0`), `phase` (int codes, `PHASE_LEGEND`), plus the 1-D grids. Classification
-    uses `chi1_tilde` (`criterion="forward"`, THEORY.md section 2) or `chi1` (`"gradient"`); the band
+    uses `chi1_tilde` (`criterion="forward"`, docs/theory.md section 2) or `chi1` (`"gradient"`); the band
     `chi1_tilde >= 1 > chi1` of pooled ReLU is code 5 under both (module docstring).
     One jitted program per (act, depth, criterion, eoc_tol): the grid points are vmapped in batches
     of `BATCH`, and changing the grid values does not recompile. The grids may be jax arrays or

@@ -2,7 +2,7 @@
 
 The pure jax functions behind `theory.meanfield` and `theory.phase`, on scalar float64 arguments and an
 `Activation` entry (`theory.activations.get(name)`); vmap them over grids, call them inside jit and
-differentiate them (`jax.grad`). Conventions and sources: `theory.meanfield` and THEORY.md sections 1-2.
+differentiate them (`jax.grad`). Conventions and sources: `theory.meanfield` and docs/theory.md sections 1-2.
 
 - `q_map`, `c_map`, `one_minus_c_map`, `c_slope`: the length and correlation maps and the slope `dc'/dc`.
 - `q_star`, `c_star`: fixed points (closed form, bracketed bisection, safeguarded Newton; never iterated to
@@ -233,7 +233,7 @@ def _grad_moment_at_zero(act: Activation, like):
 
 def neutrality(sb, act: Activation):
     """`sigma_w2` with `c* = 1/2` at `sigma_b2` (nan if none; see `theory.meanfield.neutrality_line`)."""
-    if act.homogeneous:        # c* = 1 everywhere (THEORY.md section 5)
+    if act.homogeneous:        # c* = 1 everywhere (docs/theory.md section 5)
         return jnp.full_like(sb, jnp.nan)
     half = jnp.full_like(sb, 0.5)
     sw_of_q = lambda q: (q - sb) / act.second_moment(q)

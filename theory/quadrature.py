@@ -1,4 +1,4 @@
-"""Gaussian expectations by fixed quadrature rules (THEORY.md section 4).
+"""Gaussian expectations by fixed quadrature rules (docs/theory.md section 4).
 
 Every rule here is a set of static numpy nodes computed once (cached) and baked into traced
 jax.numpy code as constants, so expectations vmap and jit like any other array function.
@@ -7,10 +7,10 @@ jax.numpy code as constants, so expectations vmap and jit like any other array f
   `sum_i w_i f(x_i) ~ E[f(z)]`, `z ~ N(0, 1)`; exact for polynomials of degree < 2n.
 - `legendre(n)`: Gauss-Legendre on [0, 1] for smooth integrands on a finite interval.
 - `expect_1d(f, q)`: `E[f(sqrt(q) z)]`.
-- `expect_2d(f, g, q, c)`: `E[f(u1) g(u2)]` on the Cholesky grid of THEORY.md section 2,
+- `expect_2d(f, g, q, c)`: `E[f(u1) g(u2)]` on the Cholesky grid of docs/theory.md section 2,
   `u1 = sqrt(q) z1`, `u2 = sqrt(q) (c z1 + sqrt(1 - c^2) z2)`, as a tensordot of the two node axes.
 
-Both inputs share the same variance `q` (our two inputs always have equal norms, THEORY.md section 1).
+Both inputs share the same variance `q` (our two inputs always have equal norms, docs/theory.md section 1).
 Quadrature on a kink (ReLU, max) converges only like 1e-3 (section 4): use closed forms there.
 All functions assume float64 inputs (the caller scopes `jax.enable_x64`).
 """
@@ -55,7 +55,7 @@ def expect_1d(f: Callable, q, n: int = N_1D):
 def expect_2d(f: Callable, g: Callable, q, c, n: int = N_2D):
     """`E[f(u1) g(u2)]` for `(u1, u2)` centred Gaussian, variances `q`, correlation `c`.
 
-    Cholesky parametrisation (THEORY.md section 2): `u1 = sqrt(q) z1`,
+    Cholesky parametrisation (docs/theory.md section 2): `u1 = sqrt(q) z1`,
     `u2 = sqrt(q) (c z1 + s z2)`, `s = sqrt((1 - c)(1 + c))` (accurate near `c = 1`).
     The sum over `z2` is done first (inner conditional expectation), then over `z1`.
     """

@@ -4,7 +4,7 @@
 tanh expectation is a finite sum of Williams' erf closed forms, exact in `q`; tanh + maxpool adds
 Plackett's identity and a 1-D Gauss-Legendre integral (derivations: the docstring of
 `theory.activations`, whose registry entries `tanh`, `tanh+avgpool`, `tanh+maxpool` are built from these
-functions, and THEORY.md section 3). Every name here is importable from `theory.activations` too.
+functions, and docs/theory.md section 3). Every name here is importable from `theory.activations` too.
 """
 from __future__ import annotations
 

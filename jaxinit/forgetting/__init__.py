@@ -1,4 +1,4 @@
-"""The initialization-memory study (Das et al. 2026, arXiv 2605.29152; THEORY.md section 6).
+"""The initialization-memory study (Das et al. 2026, arXiv 2605.29152; docs/theory.md section 6).
 
 Notebook use (every name here is also what `python -m experiments.forgetting` runs):
 

@@ -1,6 +1,6 @@
 """Forgetting on its own clock: each optimizer family swept along the clock the paper gives it.
 
-Das et al. 2026 (THEORY.md section 6): memory of sigma_w should decay on each mechanism's cumulative
+Das et al. 2026 (docs/theory.md section 6): memory of sigma_w should decay on each mechanism's cumulative
 clock, not with the epoch count: `T_SGD = (1/b) sum eta_k^2` (minibatch noise; plain SGD and, with the
 effective step eta / (1 - mu), heavy-ball momentum), `T_L2 = lambda sum eta_k` (explicit decay, sgd_l2)
 and `T_adapt = sum eta_k` (adaptive preconditioning: adam, adamw, muon). A *point* is one run of the

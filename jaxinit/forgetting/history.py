@@ -5,7 +5,7 @@ divergence (`diverged_step`, `after_divergence`), kernel norms (`kernel_norm`), 
 the effective step (`clocks`, `clocks_at_step`) and measured from the updates (`measured_clocks`),
 matched progress (`at_train_acc`) and the member's `summary.json` entry
 (`member_summary`); `memory` builds the per-setting spreads on top. Definitions: `memory`'s docstring
-and THEORY.md §6. Pure python / numpy (no jax).
+and docs/theory.md §6. Pure python / numpy (no jax).
 """
 from __future__ import annotations
 
@@ -69,7 +69,7 @@ def rows_by_member(rows: Iterable[Mapping[str, Any]]) -> dict[int, list[Mapping[
 
 # --------------------------------------------------------------------------- per-member metrics
 def best_epoch(rows: Sequence[Mapping[str, Any]]) -> int | None:
-    """The first epoch with the lowest validation loss (DESIGN.md; THEORY.md §6 best-val checkpoint).
+    """The first epoch with the lowest validation loss (docs/design.md; docs/theory.md §6 best-val checkpoint).
 
     Epoch 0, the evaluation at initialization, is a candidate: the selection rule is "lowest
     validation loss among the evaluated checkpoints", and the init is one of them. Ties go to the
@@ -166,7 +166,7 @@ def kernel_norm(row: Mapping[str, Any]) -> float | None:
 
 
 def clocks(etas: Any, batch_size: int, l2: float, momentum: float = 0.0) -> dict[str, float]:
-    """Forgetting clocks of THEORY.md §6 for the step sizes actually taken, on the effective step.
+    """Forgetting clocks of docs/theory.md §6 for the step sizes actually taken, on the effective step.
 
     `etas`: eta_k for every optimizer step k = 0..steps-1. `batch_size`: b. `l2`: lambda, the coupled
     L2 coefficient or the decoupled weight decay. `momentum`: the heavy-ball mu of momentum and
@@ -263,7 +263,7 @@ def at_train_acc(rows: Sequence[Mapping[str, Any]],
 
 def member_summary(rows: Sequence[Mapping[str, Any]], member_info: Mapping[str, Any],
                    etas: Any, batch_size: int, l2: float, momentum: float = 0.0) -> dict[str, Any]:
-    """The `summary.json` entry of one member (DESIGN.md keys plus a few extras).
+    """The `summary.json` entry of one member (docs/design.md keys plus a few extras).
 
     `rows`: this member's metrics rows (any order). `member_info`: at least `optimizer`, `sigma_w`,
     `seed`; an optional `diverged` flag is or-ed with the rows' flags, and an optional `member`

@@ -1,13 +1,13 @@
 """Initialization-memory analysis: predictor selection, spread over sigma_w with seed intervals,
 tau_interp, repair gap, kernel norms and forgetting clocks.
 
-Definitions follow THEORY.md §6 (after Das et al. 2026, arXiv 2605.29152, "forgetting-time"):
+Definitions follow docs/theory.md §6 (after Das et al. 2026, arXiv 2605.29152, "forgetting-time"):
 
 - *Initialization memory* is the dependence of the selected predictor on the init scale `sigma_w`.
   Its headline number is the **spread**: max - min over `sigma_w` of the test accuracy of the
   selected predictor, in percentage points, taken within a seed and averaged over seeds.
 - Three **selection rules** (`SELECTION_RULES`), reported side by side: `best_val`, the paper's
-  rule, the first epoch with the lowest validation loss (DESIGN.md); `best_val_interpolated`, the
+  rule, the first epoch with the lowest validation loss (docs/design.md); `best_val_interpolated`, the
   lowest-validation-loss epoch among those with train accuracy >= 99.5 % (so the selected
   predictor interpolates, as the paper's claim presumes); `final`, the last epoch.
 - `tau_interp` is the first epoch at which the training accuracy reaches 99.5 % (interpolation);
@@ -75,7 +75,7 @@ _RULE_KEYS = {
     "final": {"acc": "test_acc_final", "epoch": "final_epoch", "clocks": "clocks",
               "std": "spread_pp_final_std", "ci": "spread_final_ci95", "per_seed": "spread_pp_final_per_seed"},
 }
-# The signed slope and the nulls of each rule: DESIGN.md's names for best_val, the rule's suffix otherwise.
+# The signed slope and the nulls of each rule: docs/design.md's names for best_val, the rule's suffix otherwise.
 for _rule, _sfx in (("best_val", ""), ("best_val_interpolated", "_interpolated"), ("final", "_final")):
     _RULE_KEYS[_rule].update({"slope": f"memory_slope{_sfx}", "slope_std": f"memory_slope{_sfx}_std",
                               "slope_ci": f"memory_slope{_sfx}_ci95", "slope_per_seed": f"memory_slope{_sfx}_per_seed",
@@ -243,7 +243,7 @@ def spread_at_train_acc(on_grid: Sequence[Mapping[str, Any]], grid: Sequence[flo
 
 
 def spread(members: Sequence[Mapping[str, Any]], label: str) -> dict[str, Any]:
-    """Initialization memory of one setting (`optimizer == label`), THEORY.md §6.
+    """Initialization memory of one setting (`optimizer == label`), docs/theory.md §6.
 
     Members: a member is *dropped* (listed in `dropped` as {member, sigma_w, seed, reason};
     `n_dropped` counts them) when `drop_reason` gives a reason; the others are *usable*. A seed

@@ -1,6 +1,6 @@
 """Bias meets trainability: mean-field and Initial Guessing Bias theory against finite networks.
 
-Bassi et al. 2026 (arXiv 2505.12096), Francazi et al. 2024 (arXiv 2306.00809); THEORY.md sections 1-5.
+Bassi et al. 2026 (arXiv 2505.12096), Francazi et al. 2024 (arXiv 2306.00809); docs/theory.md sections 1-5.
 Networks in the mean-field convention (W ~ N(0, sigma_w2/fan_in), b ~ N(0, sigma_b2), no normalisation):
 `jaxinit.models.deep.DeepMLP` (plain / residual), `jaxinit.models.vit.ViT`, `jaxinit.models.cnn.CNN`.
 

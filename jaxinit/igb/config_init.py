@@ -26,7 +26,7 @@ MODELS: tuple[str, ...] = typing.get_args(Probed)
 @dataclass(frozen=True)
 class GridConfig:
     sigma_w2: tuple[float, ...] = (1.0, 1.59, 1.99, 2.48, 3.5, 4.97)
-    """weight variances of the grid (MEASURED.md's tanh points at sigma_b2 = 0.1; 1.99 is the tanh EOC)"""
+    """weight variances of the grid (tanh points at sigma_b2 = 0.1 around the EOC, 1.99)"""
     sigma_b2: tuple[float, ...] = (0.1, 0.5)
     """bias variances of the grid (every pair with sigma_w2 is probed on one shared draw)"""
 

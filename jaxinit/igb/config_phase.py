@@ -36,7 +36,7 @@ class PlotConfig:
     layers_act: TheoryActivation = "tanh"
     """activation of the c_l, gamma_l per layer figure"""
     layers_sigma_b2: float = 0.05
-    """sigma_b2 of that figure (tanh EOC there: sigma_w2 = 1.760955, THEORY.md section 4)"""
+    """sigma_b2 of that figure (tanh EOC there: sigma_w2 = 1.760955, docs/theory.md section 4)"""
     layers_sigma_w2: tuple[float, ...] = (1.2, 1.5, 1.760955, 2.2, 3.0, 5.0)
     """sigma_w2 values of that figure, on both sides of the EOC"""
     layers_depth: int = 100

@@ -2,7 +2,7 @@
 
 A `Net` holds a module and its parameter template. `draw` gives one network's unscaled parameters
 (kernels N(0, 1/fan_in), biases and the ViT's position embedding N(0, 1): `jaxinit.init.base_draw`
-with "normal_fan_in" / "normal"), `scale` turns them into THEORY.md section 1 weights for traced
+with "normal_fan_in" / "normal"), `scale` turns them into docs/theory.md section 1 weights for traced
 (sigma_w2, sigma_b2), so a grid of scales shares one draw and never recompiles. `forward` returns the
 logits, every hidden pre-activation (sown by the modules) and the readout's input; `backprop_signals`
 the squared backpropagated signal per layer, as the gradient w.r.t. the modules' perturbations.

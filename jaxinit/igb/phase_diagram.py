@@ -1,4 +1,4 @@
-"""Theory phase diagrams over (sigma_w2, sigma_b2): mean field + Initial Guessing Bias (THEORY.md 2-5).
+"""Theory phase diagrams over (sigma_w2, sigma_b2): mean field + Initial Guessing Bias (docs/theory.md 2-5).
 
 `compute_panels(cfg)`: per activation the phases of the trainability paper (`theory.phase`), the edge
 of chaos (forward and gradient criterion) and the neutrality line c* = 1/2, plus c_l and gamma_l per

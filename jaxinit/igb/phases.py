@@ -1,11 +1,11 @@
 """Trained points of the trainability study (Bassi et al. 2026), placed and labelled by the theory's own solvers.
 
-Placement at a given sigma_b2 (THEORY.md section 5), by activation family:
+Placement at a given sigma_b2 (docs/theory.md section 5), by activation family:
 - bounded (tanh): ordered-deep = `ordered_factor` x EOC; EOC = `theory.meanfield.eoc`; prejudice = geometric
   mean of the EOC and the neutrality line (c* = 1/2); neutrality = `neutral_factor` x the neutrality line.
 - unbounded (ReLU): ordered-deep, EOC (the whole line sigma_w2 = 2, while the paper calls only sigma_b2 = 0
   the EOC) and chaotic-deep = `chaotic_factor` x EOC (no neutral region).
-- pooled ReLU (two criteria, THEORY.md section 2): ordered-deep = `ordered_factor` x the forward EOC
+- pooled ReLU (two criteria, docs/theory.md section 2): ordered-deep = `ordered_factor` x the forward EOC
   (chi_1~ = 1), EOC = the forward EOC, between = their geometric mean with the gradient EOC (chi_1 = 1; the
   band `theory.phase` labels vanishing-gradient deep prejudice), gradient EOC, chaotic-deep =
   `chaotic_factor` x the gradient EOC. Pooled ReLU has no critical point in c (xi_c = 5.2 / 3.6 layers

@@ -109,7 +109,7 @@ def readout_predictions(res: dict) -> dict[str, np.ndarray]:
 def fmax_igb_finite_n(key, c_D, n_classes: int, n_inputs: int, n_networks: int) -> float:
     """E f_max of the IGB model itself on `n_inputs` inputs, networks spread evenly over the draws' c values.
 
-    The model behind `theory.igb.fmax_mean` (THEORY.md section 5): per network, centres Z ~ N(0, I) over
+    The model behind `theory.igb.fmax_mean` (docs/theory.md section 5): per network, centres Z ~ N(0, I) over
     the classes; per input, independent fluctuations e; logits sqrt(c) Z + sqrt(1 - c) e (the IGB
     gamma = c / (1 - c) after rescaling, so c = 0 and c = 1 need no special case). Counting the argmax
     over n inputs instead of taking the n -> inf fractions adds the finite-sample upward bias of the max

@@ -1,4 +1,4 @@
-"""Finite networks at init, measured for the IGB theory (THEORY.md sections 1-5).
+"""Finite networks at init, measured for the IGB theory (docs/theory.md sections 1-5).
 
 `probe_network` measures one network draw scaled to (sigma_w2, sigma_b2): per layer the Gram moments
 Q, P (so c = P/Q, gamma_corr = P/(Q-P)) and the naive gamma (`theory.igb.estimate`); at the output

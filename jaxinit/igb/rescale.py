@@ -1,7 +1,7 @@
 """Rescale a trained deep MLP to a chosen measured backward factor, then fine-tune it on new classes (issue 19).
 
 The claim under test (Bassi et al. 2026, arXiv 2505.12096): rescaling the weights of a trained network moves it
-to the edge of chaos and helps fine-tuning. Conventions of THEORY.md section 1 (`jaxinit.models.deep.DeepMLP`):
+to the edge of chaos and helps fine-tuning. Conventions of docs/theory.md section 1 (`jaxinit.models.deep.DeepMLP`):
 ``h_1 = W_1 x + b_1``, ``h_l = W_l psi(h_{l-1}) + b_l`` for l = 2..L, readout ``W_out psi(h_L) + b_out``.
 
 1. Pretrain (phase A, the first digits) from the EOC init (sigma_w2 = `theory.meanfield.eoc(sigma_b2)`), one
@@ -9,7 +9,7 @@ to the edge of chaos and helps fine-tuning. Conventions of THEORY.md section 1 (
 2. Rescale: the kernels W_2..W_L are multiplied by per-layer factors a_2..a_L (W_1, every bias and the readout
    are kept; the readout is then replaced, step 3). Layer l's per-node backward gain on inputs x is
        chi_l = a_l^2 (|W_l|_F^2 / n_{l-1}) mean_{x,i} psi'(h_{l-1,i}(x))^2,
-   THEORY.md section 2's chi_1 = sigma_w2 E[psi'(h)^2] (the factor of E[delta^2] per layer, Schoenholz et al.
+   docs/theory.md section 2's chi_1 = sigma_w2 E[psi'(h)^2] (the factor of E[delta^2] per layer, Schoenholz et al.
    2017, arXiv 1611.01232) with sigma_w2 replaced by the kernel's own fan_in x mean(W^2) and the Gaussian
    average by the average over the inputs at the rescaled net. `local_factors` sets every chi_l to one value t,
    layer after layer; `calibrate` searches t until the MEASURED backward factor

@@ -1,4 +1,4 @@
-"""Per-network IGB statistics (THEORY.md section 5): class fractions, f_max, per-class metrics, Gram moments.
+"""Per-network IGB statistics (docs/theory.md section 5): class fractions, f_max, per-class metrics, Gram moments.
 
 Single-network and pure (vmap them over members or grid points). The IGB estimator itself is the
 theory's (`theory.igb.estimate`): `layer_moments` applies it to every layer of a traced network.

@@ -2,7 +2,7 @@
 
 Evaluation (`eval_memory`, the engine's ``eval_fn``): on one split, the IGB instrument (`jaxinit.igb.stats.
 per_class`: accuracy, loss, f_max, per-class accuracy and predicted frequency), the measured c and gamma of the
-last hidden layer's pre-activations h_L (`jaxinit.igb.stats.estimate`: c = P / Q, gamma = gamma_corr, THEORY.md
+last hidden layer's pre-activations h_L (`jaxinit.igb.stats.estimate`: c = P / Q, gamma = gamma_corr, docs/theory.md
 section 5) and the kernel norm (Frobenius over the dense kernels, head included, biases not: the forgetting
 study's). The off-distribution split (`off_distribution_inputs`) is Gaussian at the data's mean |x|^2 / d: the
 inputs of the theory (q0 as the data's, c0 = 0), on which a prejudice of the function itself shows without any

@@ -1,4 +1,4 @@
-"""CNN with max or average pooling in the mean-field convention (THEORY.md section 1), flax linen.
+"""CNN with max or average pooling in the mean-field convention (docs/theory.md section 1), flax linen.
 
     h1 = conv(W1, x) + b1,   h(l+1) = conv(W(l+1), pool(psi(h(l)))) + b(l+1),
     logits = W_out GAP(pool(psi(h(L)))) + b_out,   W ~ N(0, sigma_w2 / fan_in), fan_in = 3^n C_in
@@ -13,7 +13,7 @@
 
 Circular padding keeps every position statistically alike (no zero-padded borders), so the per-layer
 Gram statistics over (position, channel) nodes follow one mean-field map. Convs ``conv_{l}`` are not
-scanned (a conv inside ``lax.scan`` trains 8-44x slower on CPU, MEASURED.md). Probes: each layer's
+scanned (a conv inside ``lax.scan`` trains 8-44x slower on CPU, docs/benchmark.md). Probes: each layer's
 pre-activation is sown / perturbable as ``"h{l}"``, the pooled map the head reads as ``"features"``.
 """
 from __future__ import annotations

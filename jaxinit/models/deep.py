@@ -1,4 +1,4 @@
-"""Deep MLP and residual MLP in the mean-field convention of THEORY.md section 1 (flax linen).
+"""Deep MLP and residual MLP in the mean-field convention of docs/theory.md section 1 (flax linen).
 
     h1 = W1 x + b1,   h(l+1) = W(l+1) psi(h(l)) + b(l+1),   logits = W_out psi(h(L)) + b_out
     residual:         h(l+1) = h(l) + alpha (W(l+1) psi(h(l)) + b(l+1)),   alpha = 1 / sqrt(depth)

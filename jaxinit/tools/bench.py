@@ -6,7 +6,7 @@ runs the forgetting study's own training path over a synthetic on-device dataset
 shape: the model of `loop.resolve_model`, chunks split as `loop.build_sweep` splits them, each with the
 jitted functions of `compiled.Compiler.fns`, `TrainState`s from `engine.init_states` and epochs of
 `engine.train_epoch`. The variants of one (model, K) are timed interleaved so that their ratios share the
-machine's load. Row fields: see the docstring of `experiments.benchmark` and DESIGN.md.
+machine's load. Row fields: see the docstring of `experiments.benchmark` and docs/design.md.
 """
 from __future__ import annotations
 

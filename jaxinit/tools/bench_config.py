@@ -37,7 +37,7 @@ class BenchSection:
     mlp_depth: int = 4
     """MLP hidden layers"""
     mlp_input: int = 784
-    """MLP input dimension (784-512x4-10 as in MEASURED.md)"""
+    """MLP input dimension (784-512x4-10, the MLP of the CPU measurements in docs/benchmark.md)"""
     width_mult: float = 1.0
     """conv-net channels x width_mult"""
     model_width_mult: tuple[str, ...] = ()

@@ -1,6 +1,6 @@
 """Evaluation rows: losses and accuracies on train / val / test and parameter norms, per member.
 
-One row per member per evaluated epoch, the metrics.jsonl schema of DESIGN.md plus `diverged_step`.
+One row per member per evaluated epoch, the metrics.jsonl schema of docs/design.md plus `diverged_step`.
 Splits are padded once to a whole number of eval batches with a mask, so every batch has one shape
 (one compiled evaluation) and every example counts once.
 """
@@ -79,7 +79,7 @@ def evaluate_split(chunk: Chunk, state: TrainState, split: EvalSplit) -> tuple[n
 
 
 def eval_rows(chunk: Chunk, state: TrainState, splits: dict[str, EvalSplit], epoch: int) -> list[dict]:
-    """One metrics row per member of the chunk (DESIGN.md metrics.jsonl schema + per-layer norms)."""
+    """One metrics row per member of the chunk (docs/design.md metrics.jsonl schema + per-layer norms)."""
     results = {name: evaluate_split(chunk, state, sp) for name, sp in splits.items()}
     nrm = distributed.to_host(chunk.fns.norms(state.params))
     flags = chunk_to_stacked(chunk, state._replace(params=None, model_state=None, opt_state=None))

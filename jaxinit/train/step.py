@@ -94,7 +94,7 @@ def add_update_sizes(sums: tuple[Any, Any], new_params: Any, old_params: Any) ->
 
     Per parameter leaf with P entries, the applied update dW = W_new - W_old adds |dW|_F / sqrt(P) (its
     RMS per coordinate) to the first sum and |dW|_F^2 / P to the second: the distance each kernel was
-    actually moved, whatever the optimizer made of the learning rate (THEORY.md section 6).
+    actually moved, whatever the optimizer made of the learning rate (docs/theory.md section 6).
     """
     ms = jax.tree.map(lambda n, o: jnp.mean(jnp.square((n - o).astype(jnp.float32))), new_params, old_params)
     return (jax.tree.map(lambda a, m: a + jnp.sqrt(m), sums[0], ms), jax.tree.map(jnp.add, sums[1], ms))

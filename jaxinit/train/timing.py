@@ -5,7 +5,7 @@ ResNet on an accelerator), so a mean over epochs that includes it overstates the
 and understates the cost of compiling; evaluation and checkpoint costs grow with the data set and the
 state, not with the step count, and were invisible in a single epoch time. `Clock.report` is written
 to run.json after every epoch and on a stop (`jaxinit.train.engine`), so a run killed after its first
-epoch still says what it cost. Timings are never part of summary.json (DESIGN.md: equal runs, equal
+epoch still says what it cost. Timings are never part of summary.json (docs/design.md: equal runs, equal
 files).
 """
 from __future__ import annotations
