@@ -32,11 +32,11 @@ import time
 from pathlib import Path
 
 from jaxinit import cli, rundir
-from jaxinit.igb import sink
 from jaxinit.runs import load_results
 from jaxinit.igb.config_init import PRESETS, IGBInitConfig, validate
 from jaxinit.igb.plots_init import plot_init_results as plot_all
 from jaxinit.igb.study_init import probe_init
+from jaxinit.shared import sink
 
 
 def main(cfg: IGBInitConfig, out: Path, resume: bool) -> None:

@@ -30,9 +30,10 @@ from pathlib import Path
 import numpy as np
 
 from jaxinit import cli
-from jaxinit.igb import rescale, sink
+from jaxinit.igb import rescale
 from jaxinit.igb import summary_rescale as summ
 from jaxinit.igb.config_rescale import PRESETS, IGBRescaleConfig, validate
+from jaxinit.shared import sink
 
 
 def main(cfg: IGBRescaleConfig, out: Path, resume: bool) -> None:

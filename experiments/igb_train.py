@@ -28,10 +28,10 @@ from __future__ import annotations
 from pathlib import Path
 
 from jaxinit import cli
-from jaxinit.igb import sink
 from jaxinit.igb.config_train import PRESETS, IGBTrainConfig, validate
 from jaxinit.igb.plots_train import plot_train_results as plot_all
 from jaxinit.igb.study_train import check_setup as prepare, train_phases
+from jaxinit.shared import sink
 
 
 def main(cfg: IGBTrainConfig, out: Path, resume: bool) -> None:

@@ -29,10 +29,10 @@ from __future__ import annotations
 from pathlib import Path
 
 from jaxinit import cli
-from jaxinit.igb import sink
 from jaxinit.memory.figures import plot_all
 from jaxinit.memory.config import PRESETS, MemoryPhasesConfig, validate
 from jaxinit.memory.study import check_setup, fit
+from jaxinit.shared import sink
 
 
 def main(cfg: MemoryPhasesConfig, out: Path, resume: bool) -> None:

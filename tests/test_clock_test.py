@@ -130,7 +130,7 @@ def test_smoke_rows_carry_update_sums_and_horizons(tmp_path):
     out = tmp_path / "c"
     cfg = ["--preset", "smoke", "--out", str(out), "--clocks.families=sgd"]
     assert experiment.run(cfg) == 0
-    from jaxinit.forgetting.history import measured_clocks, read_metrics
+    from jaxinit.shared.history import measured_clocks, read_metrics
     ends = {}
     for name in ("sgd_lr0.02_b64", "sgd_lr0.05_b64"):
         rows = read_metrics(out / "points" / name / "metrics.jsonl")

@@ -91,7 +91,7 @@ def test_a_config_json_of_the_old_shape_is_refused_in_one_line():
 
 
 def test_every_igb_config_reads_binarised_data_and_the_phases_literal_is_the_solvers():
-    from jaxinit.igb.phases import PHASES
+    from jaxinit.shared.phases import PHASES
     for module in (config_init, config_train):
         for cfg in module.PRESETS.values():
             assert isinstance(cfg.data, config_data.IGBDataConfig) and cfg.data.binarize

@@ -102,7 +102,7 @@ def _test_labels():
 
 def test_relu_phase_points_come_from_the_theory():
     """Unbounded ReLU: no neutrality line, so the third point is chaotic-deep at chaotic_factor x EOC = 3."""
-    from jaxinit.igb import phases
+    from jaxinit.shared import phases
     points = dict(phases.phase_points("relu", 0.1))
     assert list(points) == ["ordered-deep", "EOC", "chaotic-deep"]
     assert points["EOC"] == pytest.approx(2.0, rel=1e-6) and points["chaotic-deep"] == pytest.approx(3.0, rel=1e-6)

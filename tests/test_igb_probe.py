@@ -4,7 +4,8 @@ import jax.numpy as jnp
 import numpy as np
 import pytest
 
-from jaxinit.igb import nets, probe, stats
+from jaxinit.igb import probe
+from jaxinit.shared import igb_stats as stats, nets
 from jaxinit.models.deep import DeepMLP
 
 

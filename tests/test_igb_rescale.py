@@ -12,9 +12,10 @@ import pytest
 from experiments import igb_rescale
 from jaxinit import cli
 from jaxinit.data import Dataset
-from jaxinit.igb import nets, rescale
+from jaxinit.igb import rescale
 from jaxinit.igb import summary_rescale as summ
 from jaxinit.igb.config_rescale import SMOKE
+from jaxinit.shared import nets
 from jaxinit.models import activations
 from jaxinit.models.deep import DeepMLP
 from jaxinit.train import engine

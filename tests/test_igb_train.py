@@ -7,9 +7,10 @@ import numpy as np
 import pytest
 
 from jaxinit.config import ConfigError
-from jaxinit.igb import config_train, nets, phases, reported, selection, study_train, summary_train, train
+from jaxinit.igb import config_train, study_train, summary_train
 from jaxinit.intervals import t_interval
 from jaxinit.models.deep import DeepMLP
+from jaxinit.shared import case_train, nets, phases, selection
 from jaxinit.train import engine
 from jaxinit.train.engine import Plan
 from jaxinit.train.members import Member, chunk_to_stacked
@@ -26,11 +27,11 @@ def _train(net, optimizer, sw2, sb2, seeds, lrs, data, steps, strategy="vmap"):
     """Members of one case trained on the engine: (arrays (evals, members[, classes]), sweep, final states)."""
     members = [Member(i, "case", float(np.sqrt(sw2[i])), int(seeds[i]), lr=float(lrs[i]), scale=(sw2[i], sb2[i]))
                for i in range(len(sw2))]
-    sweep = train.build(data, [train.group("case", optimizer, net, members)], Plan(epochs=steps, eval_every=steps),
-                        batch_size=16, data_seed=5, strategy=strategy)
-    rows, states = engine.run(sweep, train.evaluator(sweep, train.eval_sets(data), {i: {} for i in range(len(sw2))}),
-                              progress=False)
-    return train.case_arrays(rows, list(range(len(sw2)))), sweep, states
+    sweep = case_train.build(data, [case_train.group("case", optimizer, net, members)],
+                             Plan(epochs=steps, eval_every=steps), batch_size=16, data_seed=5, strategy=strategy)
+    info = {i: {} for i in range(len(sw2))}
+    rows, states = engine.run(sweep, case_train.evaluator(sweep, case_train.eval_sets(data), info), progress=False)
+    return case_train.case_arrays(rows, list(range(len(sw2)))), sweep, states
 
 
 def test_members_train_like_single_runs_and_diverged_members_freeze():
@@ -78,16 +79,16 @@ def test_the_evaluation_of_step_0_measures_the_initial_signals(strategy):
     net = nets.make_net(DeepMLP(2, 16, 4, "tanh"), (8,))
     data = _data()
     members = [Member(i, "case", 1.0, i % 2, lr=0.01, scale=(s, 0.1)) for i, s in enumerate([0.8, 1.0, 2.0])]
-    sweep = train.build(data, [train.group("case", "sgd", net, members)], Plan(epochs=2, eval_every=1),
-                        batch_size=16, data_seed=5, strategy=strategy)
-    probe = train.SignalProbe({"case": net}, data["x_train"][:32], data["y_train"][:32])
+    sweep = case_train.build(data, [case_train.group("case", "sgd", net, members)], Plan(epochs=2, eval_every=1),
+                             batch_size=16, data_seed=5, strategy=strategy)
+    probe = case_train.SignalProbe({"case": net}, data["x_train"][:32], data["y_train"][:32])
     init = engine.init_states(sweep)
-    rows, _ = engine.run(sweep, train.evaluator(sweep, train.eval_sets(data), {i: {} for i in range(3)}, probe),
-                         progress=False)
+    evaluate = case_train.evaluator(sweep, case_train.eval_sets(data), {i: {} for i in range(3)}, probe)
+    rows, _ = engine.run(sweep, evaluate, progress=False)
     assert [r["epoch"] for r in rows if "init_signal" in r] == [0, 0, 0]
-    got = train.case_arrays(rows, [0, 1, 2])["init_signal"]
+    got = case_train.case_arrays(rows, [0, 1, 2])["init_signal"]
     x, y = data["x_train"][:32], data["y_train"][:32]
-    expected = np.concatenate([train.init_signals(net, chunk_to_stacked(c, st).params, x, y)
+    expected = np.concatenate([case_train.init_signals(net, chunk_to_stacked(c, st).params, x, y)
                                for c, st in zip(sweep.groups["case"], init["case"])])
     assert got.shape == (3, 5, 2) and got.dtype == np.float32
     np.testing.assert_array_equal(got, expected)
@@ -99,8 +100,8 @@ def test_shared_batches_give_every_member_the_batch_of_the_step_from_the_data_se
     fold_in(fold_in(key(data_seed), 0xda7a), s) without replacement (the stream every IGB result was made with)."""
     net = nets.make_net(DeepMLP(2, 8, 2, "tanh"), (8,))
     members = [Member(i, "case", 1.0, seed, lr=0.01, scale=(1.0, 0.1)) for i, seed in enumerate([0, 3, 7])]
-    sweep = train.build(_data(), [train.group("case", "sgd", net, members)], Plan(epochs=3), batch_size=16,
-                        data_seed=5, strategy="vmap")
+    sweep = case_train.build(_data(), [case_train.group("case", "sgd", net, members)], Plan(epochs=3),
+                             batch_size=16, data_seed=5, strategy="vmap")
     c = sweep.groups["case"][0]
     key = jax.random.fold_in(jax.random.key(5), 0xda7a)
     for epoch in (1, 2, 3):
@@ -122,7 +123,7 @@ def test_rows_of_step_0_without_init_signal_are_one_line():
 
 def test_unknown_optimizer_is_a_config_error():
     with pytest.raises(ConfigError, match="unknown optimizer 'lion'"):
-        train.setting("lion", 0.1)
+        case_train.setting("lion", 0.1)
 
 
 def test_backward_factor_at_init_is_chi1_to_the_depth():
@@ -132,7 +133,7 @@ def test_backward_factor_at_init_is_chi1_to_the_depth():
     net = nets.make_net(DeepMLP(2, 1024, depth, "linear"), (64,))
     params, _ = net.model.init(jax.random.key(2), (sw2, 0.0))
     x = jax.random.normal(jax.random.key(3), (64, 64))
-    signal = train.init_signals(net, jax.tree.map(lambda a: a[None], params), x, jnp.arange(64) % 2)
+    signal = case_train.init_signals(net, jax.tree.map(lambda a: a[None], params), x, jnp.arange(64) % 2)
     measured = summary_train.grad_factor(np.asarray(signal))[0]
     theory = float(mf.chi1(sw2, 0.0, "linear")) ** (depth - 1)
     assert theory == pytest.approx(0.5 ** 7)
@@ -162,7 +163,7 @@ def test_selection_members_are_points_by_rates_by_seeds_on_seeds_disjoint_from_t
     m = selection.members(points, [0.1, 0.01], n_seeds=2)
     assert m["role"].tolist() == ["EOC"] * 4 + ["prejudice"] * 4
     assert m["lr"].tolist() == [0.01, 0.01, 0.1, 0.1] * 2 and m["seed"].tolist() == [1000, 1001] * 4
-    r = reported.members(points, [0.1, 0.01])
+    r = case_train.reported_members(points, [0.1, 0.01])
     assert r["role"].tolist() == ["EOC"] * 3 + ["prejudice"] * 2 and r["seed"].tolist() == [0, 1, 2, 0, 1]
     assert r["lr"].tolist() == [0.1] * 3 + [0.01] * 2 and r["point"].tolist() == [0, 0, 0, 1, 1]
     assert not set(m["seed"]) & set(r["seed"])
@@ -172,24 +173,23 @@ def test_selection_trains_every_point_at_every_rate_and_a_single_rate_is_taken_a
     cfg = replace(config_train.SMOKE, model=config_train.MLPConfig(acts=("tanh",), width=8, depths=(3,)),
                   opt=config_train.LrGridConfig(sgd_lr=(0.01, 0.2), adam_lr=(1e-3,), lr_sweep_steps=2, lr_sweep_seeds=2))
     data, n_classes, shape = study_train.load_data(cfg)
-    cases = phases.study_cases(cfg)
-    study = selection.selection_study(cfg, data, nets.case_nets(cases, n_classes, shape), cases)
-    assert [g.label for g in study.groups] == ["tanh__d3__sgd"]          # adam has one rate: nothing to select
-    selected = engine.fit(study, progress=False).arrays
-    out = selected["tanh__d3__sgd"]
+    cases = study_train.study_cases(cfg)
+    assert list(selection.grids(cases, cfg.opt.lrs)) == ["tanh__d3__sgd"]      # adam has one rate: nothing to select
+    chosen = study_train.choose_rates(cfg, data, nets.case_nets(cases, n_classes, shape), cases, progress=False)
+    out = chosen["tanh__d3__sgd"]
     n_points = len(cases["tanh__d3__sgd"].points["role"])                # 4 phases + 2 grid points
     assert out["select_val_acc"].shape == (n_points, 2, 2) and out["select_alive"].dtype == bool
     assert set(out["point_lr"].tolist()) <= {0.01, 0.2}
     np.testing.assert_array_equal(out["point_lr"], out["select_lr"][selection.choose(out["select_val_acc"],
                                                                                      out["select_alive"])])
-    chosen = selection.choose_rates(cfg, data, nets.case_nets(cases, n_classes, shape), cases, progress=False)
-    assert chosen["tanh__d3__adam"]["point_lr"].tolist() == [1e-3] * 4
-    np.testing.assert_array_equal(chosen["tanh__d3__sgd"]["point_lr"], out["point_lr"])   # deterministic selection
+    assert chosen["tanh__d3__adam"]["point_lr"].tolist() == [1e-3] * 4 and "select_lr" not in chosen["tanh__d3__adam"]
+    again = study_train.choose_rates(cfg, data, nets.case_nets(cases, n_classes, shape), cases, progress=False)
+    np.testing.assert_array_equal(again["tanh__d3__sgd"]["point_lr"], out["point_lr"])   # deterministic selection
 
 
 def test_points_are_phase_points_then_grid_for_the_first_optimizer_only():
     cfg = config_train.SMOKE
-    pts = {name: c.points for name, c in phases.study_cases(cfg).items()}
+    pts = {name: c.points for name, c in study_train.study_cases(cfg).items()}
     m = pts["tanh__d3__sgd"]
     assert m["role"].tolist() == ["ordered-deep", "EOC", "prejudice", "neutrality", "grid", "grid"]
     assert m["theory_phase"][:4].tolist() == ["ordered deep prejudice", "transient deep prejudice (EOC)", "prejudice",
@@ -208,8 +208,7 @@ def test_points_are_phase_points_then_grid_for_the_first_optimizer_only():
 
 
 def test_phase_names_and_eoc_factors_choose_the_points_and_pooled_relu_has_two_edges():
-    p = replace(config_train.PhaseConfig(), names=("EOC", "neutrality"), eoc_factors=(0.7, 1.5))
-    m = phases.case_points("tanh", 30, p)
+    m = phases.case_points("tanh", 30, phases.phase_rows("tanh", 0.1, 3, ("EOC", "neutrality"), eoc_factors=(0.7, 1.5)))
     assert m["role"].tolist() == ["EOC", "neutrality", "0.7xEOC", "1.5xEOC"]
     np.testing.assert_allclose(m["sigma_w2"][2:], np.array([0.7, 1.5]) * m["sigma_w2"][0])
     pooled = dict(phases.phase_points("relu+maxpool", 0.0, chaotic_factor=1.25))
@@ -220,7 +219,7 @@ def test_phase_names_and_eoc_factors_choose_the_points_and_pooled_relu_has_two_e
     labels = phase.point_theory("relu+maxpool", 30, [pooled["between"]], [0.0])["theory_phase"].tolist()
     assert labels == ["vanishing-gradient deep prejudice (chi1~ >= 1 > chi1)"]
     with pytest.raises(ConfigError, match="none of --phases.names"):
-        phases.case_points("relu", 30, replace(config_train.PhaseConfig(), names=("neutrality",)))
+        phases.phase_rows("relu", 0.1, 3, names=("neutrality",))
 
 
 def test_summary_statistics_have_known_values():

@@ -9,8 +9,9 @@ import numpy as np
 import pytest
 
 from jaxinit import intervals, jsonsafe
-from jaxinit.forgetting import history, memory
+from jaxinit.forgetting import memory
 from jaxinit.igb import summary_train
+from jaxinit.shared import history
 
 
 # --------------------------------------------------------------------------- the replaced implementations
@@ -151,8 +152,7 @@ def test_summary_json_is_byte_identical_to_the_old_sanitiser(monkeypatch):
 
 
 def test_one_sanitiser_and_one_interval_remain():
-    from jaxinit.forgetting import stats
-    from jaxinit.igb import sink
+    from jaxinit.shared import seed_stats as stats, sink
     assert history.to_json is memory.to_json is jsonsafe.to_json
     assert history.finite_or_none is jsonsafe.finite_or_none          # the row reader converts through it too
     assert not hasattr(history, "to_jsonable") and not hasattr(sink, "json_safe")   # the old names are gone

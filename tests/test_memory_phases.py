@@ -11,9 +11,9 @@ import pytest
 
 from experiments import memory_phases
 from jaxinit import cli, memory
-from jaxinit.igb import nets
 from jaxinit.memory import measures, study
 from jaxinit.models.deep import DeepMLP
+from jaxinit.shared import nets
 
 N_CLASSES = 10
 

@@ -10,7 +10,7 @@ import pytest
 
 from jaxinit.config import ConfigError
 from jaxinit.forgetting import memory as M
-from jaxinit.forgetting import stats
+from jaxinit.shared import seed_stats as stats
 
 SIGMAS = (0.5, 1.0, 2.0)
 

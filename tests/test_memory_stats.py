@@ -8,10 +8,9 @@ import math
 import numpy as np
 import pytest
 
-from jaxinit.forgetting import history as H
 from jaxinit.forgetting import horizon
 from jaxinit.forgetting import memory as M
-from jaxinit.forgetting import nulls
+from jaxinit.shared import history as H, nulls
 
 GRID = (0.1, 0.3, 0.6, 1.0, 1.6, 2.5)
 

@@ -6,9 +6,10 @@ import pytest
 
 from jaxinit.config import ModelConfig
 from jaxinit.data import normalize
-from jaxinit.igb import nets, predict, stats
+from jaxinit.igb import predict
 from jaxinit.models import cnn, deep, vit
 from jaxinit.models.core import from_flax
+from jaxinit.shared import igb_stats as stats, nets
 
 forward = jax.jit(nets.forward, static_argnums=0)
 backprop_signals = jax.jit(nets.backprop_signals, static_argnums=0)

@@ -189,7 +189,7 @@ def test_igb_init_resume_with_an_edited_config_json_never_reuses_cached_results(
     # so the run directory is made by the CLI with a main that only saves one cached result.
     import numpy as np
     from experiments import igb_init
-    from jaxinit.igb import sink
+    from jaxinit.shared import sink
 
     def igb(main, argv):
         return cli.run(replace(igb_init.EXPERIMENT, default="smoke", main=main, default_out="unused", replot=None),

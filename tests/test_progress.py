@@ -5,7 +5,7 @@ import sys
 import pytest
 
 from jaxinit import progress
-from jaxinit.igb import sink
+from jaxinit.shared import sink
 
 
 class _Terminal(io.StringIO):

@@ -265,7 +265,7 @@ def verdicts(lines: Sequence[dict], key: str = "spread_selected", n_boot: int = 
     range. None when a point of the family (or the reference) has no per-seed spreads
     (`spread_per_seed_selected`, so only for `key` "spread_selected"). One Generator (`seed`) draws all.
     """
-    from jaxinit.forgetting.nulls import bootstrap_means
+    from jaxinit.shared.nulls import bootstrap_means
     ref = [i for i, ln in enumerate(lines) if ln["reference"] and ln[key] is not None]
     ref_spread = lines[ref[0]][key] if ref else None
     rng = np.random.default_rng(seed)

@@ -25,7 +25,7 @@ from typing import Any, Mapping, Sequence
 
 import numpy as np
 
-from jaxinit.forgetting import stats
+from jaxinit.shared import seed_stats as stats
 from jaxinit.forgetting.memory import selection_keys
 from jaxinit.forgetting.tables import _fmt, _with_ci
 

@@ -11,7 +11,7 @@ from typing import Sequence
 
 import numpy as np
 
-from jaxinit.forgetting.nulls import percentile_interval
+from jaxinit.shared.nulls import percentile_interval
 
 _TIE_REL = 1e-9   # clock values this close are one point: T_SGD of lr 0.1 / b 128 and 0.05 / b 64 differ by rounding
 

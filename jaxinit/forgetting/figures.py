@@ -20,7 +20,7 @@ import numpy as np
 from matplotlib import cm, colors, ticker
 from matplotlib.figure import Figure
 
-from jaxinit.forgetting.history import as_float
+from jaxinit.shared.history import as_float
 from jaxinit.forgetting.memory import (CLOCKS, acc_curve, by_epoch, drop_reason, kernel_norm, rows_by_member,
                                        selection_keys, setting_labels)
 

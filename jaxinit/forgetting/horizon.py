@@ -20,8 +20,9 @@ from typing import Any, Mapping, Sequence
 import numpy as np
 
 from jaxinit.jsonsafe import to_json
-from jaxinit.forgetting import memory, nulls, stats
-from jaxinit.forgetting.history import by_epoch, rows_by_member
+from jaxinit.forgetting import memory
+from jaxinit.shared import nulls, seed_stats as stats
+from jaxinit.shared.history import by_epoch, rows_by_member
 
 _RULE_FIELDS = ("spread", "ci", "per_seed", "slope", "slope_ci", "null", "spread_p", "slope_p")
 

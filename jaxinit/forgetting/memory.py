@@ -45,10 +45,10 @@ from typing import Any, Mapping, Sequence
 import numpy as np
 
 from jaxinit.config import ConfigError
-from jaxinit.forgetting import nulls, stats
+from jaxinit.shared import nulls, seed_stats as stats
 from jaxinit.forgetting.tables import markdown_table
 from jaxinit.jsonsafe import to_json
-from jaxinit.forgetting.history import (CLOCKS, INTERP_THRESHOLD, MEASURED_CLOCKS, PROGRESS_THRESHOLDS,
+from jaxinit.shared.history import (CLOCKS, INTERP_THRESHOLD, MEASURED_CLOCKS, PROGRESS_THRESHOLDS,
                                         after_divergence, as_float, at_train_acc, best_epoch,
                                         best_epoch_interpolated, by_epoch, clocks, clocks_at_step,
                                         diverged_step, kernel_norm, measured_clocks, member_summary,

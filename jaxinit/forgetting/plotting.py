@@ -30,7 +30,7 @@ from typing import Any, Mapping, Sequence
 from jaxinit.forgetting.figures import (CLOCK_BASES, _check_basis, _save, kernel_norm_curves,  # noqa: F401
                                         plot_acc_vs_sigma, plot_norm_trajectories, plot_spread_vs_clocks,
                                         run_epochs, spread_points)
-from jaxinit.forgetting.history import as_float
+from jaxinit.shared.history import as_float
 from jaxinit.forgetting.memory import best_epoch, by_epoch, read_metrics, row_at, rows_by_member, selection_keys
 
 # test accuracies in summary.json are the rows' values passed through float(); anything above this is stale

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from typing import Any, Mapping
 
-from jaxinit.forgetting.history import CLOCKS
+from jaxinit.shared.history import CLOCKS
 
 
 def _fmt(x: Any, spec: str) -> str:

@@ -17,20 +17,19 @@ Notebook API (everything runs in memory; nothing is written unless you ask):
 Presets: ``smoke`` (seconds), ``cpu`` (the README's numbers), ``paper`` (accelerator); each module's
 ``PRESETS.description(name)`` says what one is for. A config is a frozen dataclass:
 ``dataclasses.replace(cfg, train=replace(cfg.train, steps=50))``. To save as the
-experiments do, pass ``on_case=igb.sink.saver(DIR)`` / ``on_result=igb.sink.saver(DIR)``.
+experiments do, pass ``on_case=jaxinit.shared.sink.saver(DIR)`` / ``on_result=jaxinit.shared.sink.saver(DIR)``.
 
-Modules: `nets` (a module + its parameter template; draw, scale, forward, backpropagated signals),
-`stats` (f_max, per-class metrics, the theory's IGB estimator per layer), `probe` (one network at init),
-`predict` (theory beside the measurements), `study_init` (`probe_init`), `width` (finite width),
-`phases` (phase points from the theory's solvers), `train` (member-parallel training),
-`study_train` (`train_phases`: learning-rate sweep at the EOC, then every phase), `summary_train`,
-`phase_diagram` (theory diagrams, timing), `plots_init` / `plots_train` (figures), `sink` (the file sink),
-`config_init` / `config_train` / `config_phase` (configs and presets; the data config with binarised
-labels is `jaxinit.config.IGBDataConfig`).
+Modules: `probe` (one network at init), `predict` (theory beside the measurements), `study_init`
+(`probe_init`), `width` (finite width), `study_train` (`train_phases`: every point's own rate, then the reported
+runs), `reported`, `results`, `summary_train`, `absorption`, `baseline`, `rescale` / `summary_rescale` (the
+rescaling test), `phase_diagram` (theory diagrams, timing), `plots_init` / `plots_train` (figures),
+`config_init` / `config_train` / `config_phase` / `config_rescale` (configs and presets; the data config with
+binarised labels is `jaxinit.config.IGBDataConfig`). What the joined study shares with this one (nets, phase
+points, the case training pieces, the selection, the IGB statistics, the file sink) is in `jaxinit.shared`.
 """
 from __future__ import annotations
 
-from jaxinit.igb import config_init, config_phase, config_train, sink
+from jaxinit.igb import config_init, config_phase, config_train
 from jaxinit.config import IGBDataConfig
 from jaxinit.igb.config_init import IGBInitConfig
 from jaxinit.igb.config_phase import PhaseDiagramConfig
@@ -59,4 +58,4 @@ def phase_preset(name: str = "cpu") -> PhaseDiagramConfig:
 
 __all__ = ["probe_init", "train_phases", "phase_diagrams", "init_figures", "train_figures", "panel_figures",
            "init_preset", "train_preset", "phase_preset",
-           "IGBInitConfig", "IGBTrainConfig", "PhaseDiagramConfig", "IGBDataConfig", "sink"]
+           "IGBInitConfig", "IGBTrainConfig", "PhaseDiagramConfig", "IGBDataConfig"]

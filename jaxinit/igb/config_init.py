@@ -18,7 +18,7 @@ from jaxinit.config import IGBDataConfig
 
 Input = Literal["gaussian", "digits", "mnist", "fashion_mnist", "cifar10"]
 Probed = Literal["mlp", "resmlp", "vit", "vit_nores", "cnn_max", "cnn_avg"]
-Phase = Literal["ordered-deep", "EOC", "prejudice", "neutrality", "chaotic-deep"]   # jaxinit.igb.phases.PHASES
+Phase = Literal["ordered-deep", "EOC", "prejudice", "neutrality", "chaotic-deep"]   # jaxinit.shared.phases.PHASES
 INPUTS: tuple[str, ...] = typing.get_args(Input)
 MODELS: tuple[str, ...] = typing.get_args(Probed)
 
@@ -92,7 +92,7 @@ class WidthConfig:
     sigma_b2: float = 0.1
     """bias variance of the phase points"""
     phases: tuple[Phase, ...] = ("ordered-deep", "EOC", "prejudice", "neutrality")
-    """phase points, placed by the theory's solvers as in igb_train (jaxinit.igb.phases)"""
+    """phase points, placed by the theory's solvers as in igb_train (jaxinit.shared.phases)"""
     n_draws: int = 32
     """network draws per width (the phase points share each draw)"""
     n_inputs: int = 64

@@ -1,6 +1,6 @@
 """Configs and presets of the study in training (`jaxinit.igb.train_phases`, `python -m experiments.igb_train`).
 
-Every preset runs the fair protocol (`jaxinit.igb.selection`: each point its own learning rate from the same
+Every preset runs the fair protocol (`jaxinit.shared.selection`: each point its own learning rate from the same
 grid, chosen on selection seeds disjoint from the reported ones). Presets: ``smoke`` (tests, seconds), ``cpu``
 (default; the README's headline: tanh at depth 100, width 256, 8 seeds), ``cpu_w128`` (the same at width 128,
 with ReLU: the width dependence), ``xi`` (tanh 0.7-1.5 x EOC at depths 30 / 60 / 100: L / xi_c), ``pooled``
@@ -25,7 +25,7 @@ from jaxinit.config import IGBDataConfig
 Act = Literal["tanh", "relu", "relu+maxpool", "relu+avgpool"]
 Optimizer = Literal["sgd", "momentum", "adam"]
 Phase = Literal["ordered-deep", "EOC", "between", "gradient EOC", "prejudice", "neutrality", "chaotic-deep"]
-"""`jaxinit.igb.phases.PHASES`: which exist depends on the activation's family (bounded, unbounded, pooled)"""
+"""`jaxinit.shared.phases.PHASES`: which exist depends on the activation's family (bounded, unbounded, pooled)"""
 ACTS: tuple[str, ...] = typing.get_args(Act)
 OPTIMIZERS: tuple[str, ...] = typing.get_args(Optimizer)
 
@@ -230,7 +230,7 @@ def validate(cfg: IGBTrainConfig) -> None:
            o.lr_sweep_seeds) < 1:
         raise ConfigError("--phases.seeds, --train.steps, batch_size, eval_every, dense_every, phase_res, "
                           "--opt.lr_sweep_steps, lr_sweep_seeds must be >= 1")
-    from jaxinit.igb.phases import check_names
+    from jaxinit.shared.phases import check_names
     for act in m.acts:
         check_names(act, p.names)
     if len(set(p.names)) != len(p.names) or not all(math.isfinite(f) and f > 0 for f in p.eoc_factors):

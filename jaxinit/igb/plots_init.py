@@ -17,10 +17,10 @@ from matplotlib.figure import Figure
 from matplotlib.ticker import NullFormatter, ScalarFormatter
 
 from jaxinit.igb import results as results_schema
-from jaxinit.igb import sink
 from jaxinit.runs import load_results
 from jaxinit.igb.probe import GROUPS
 from jaxinit.igb.study_init import WIDTH_CASE
+from jaxinit.shared import sink
 
 
 def plot_init_results(out: Path) -> list[Path]:

@@ -21,10 +21,10 @@ from matplotlib.figure import Figure
 from matplotlib.ticker import NullFormatter, ScalarFormatter
 
 from jaxinit.igb import results as results_schema
-from jaxinit.igb import sink
 from jaxinit.runs import load_results
-from jaxinit.igb.phases import PHASES
 from jaxinit.igb.summary_train import member_measures
+from jaxinit.shared import sink
+from jaxinit.shared.phases import PHASES
 
 PHASE_COLORS = {name: f"C{i}" for i, name in enumerate(PHASES)}
 

@@ -20,7 +20,7 @@ import jax.numpy as jnp
 import numpy as np
 
 from jaxinit import interrupt
-from jaxinit.igb import nets, stats
+from jaxinit.shared import igb_stats as stats, nets
 
 QUANTILES = (0.05, 0.25, 0.5, 0.75, 0.95)
 GROUPS = ("all", "favoured", "others")

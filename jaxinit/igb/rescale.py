@@ -39,12 +39,11 @@ import numpy as np
 from jaxinit import runinfo
 from jaxinit.config import ConfigError
 from jaxinit.data import Dataset, load_dataset
-from jaxinit.igb import nets, stats
-from jaxinit.igb import train as igb_train
 from jaxinit.igb import summary_rescale as summ
 from jaxinit.igb.config_rescale import IGBRescaleConfig
 from jaxinit.models import Model, activations
 from jaxinit.models.deep import DeepMLP
+from jaxinit.shared import case_train, igb_stats as stats, nets
 from jaxinit.train import engine
 from jaxinit.train.engine import Group, Plan, Result, Study
 from jaxinit.train.members import Member
@@ -215,13 +214,13 @@ def options(ds: Dataset, batch_size: int, strategy: str, chunk: int) -> dict:
 
 def evaluator(sets: dict[str, EvalBatch], info: dict[int, dict]):
     """``evaluator(sweep)`` -> ``evaluate(states, epoch)``: the IGB study's per-member rows
-    (`jaxinit.igb.train.evaluator`: ``info[member]`` and ``<split>_<metric>``, JSON-ready)."""
-    return lambda sweep: igb_train.evaluator(sweep, sets, info)
+    (`jaxinit.shared.case_train.evaluator`: ``info[member]`` and ``<split>_<metric>``, JSON-ready)."""
+    return lambda sweep: case_train.evaluator(sweep, sets, info)
 
 
 def eval_sets(ds: Dataset, splits: tuple[str, ...]) -> dict[str, EvalBatch]:
-    """`jaxinit.igb.train.eval_sets` of a data set's splits."""
-    return igb_train.eval_sets(vars(ds), splits)
+    """`jaxinit.shared.case_train.eval_sets` of a data set's splits."""
+    return case_train.eval_sets(vars(ds), splits)
 
 
 class Arm(NamedTuple):
@@ -241,7 +240,7 @@ def _groups(arms: list[Arm], model: Model, key: Any, optimizer: str, members: li
             if label == arm.label:
                 mine.append(Member(i, arm.label, 1.0, int(seed), lr=float(lr), scale=arm.scales[int(seed)]))
                 info[i] = {"stage": stage, "arm": arm.label, "lr": float(lr), "seed": int(seed)}
-        groups.append(Group(arm.label, igb_train.setting(optimizer, mine[0].lr), mine, key, model))
+        groups.append(Group(arm.label, case_train.setting(optimizer, mine[0].lr), mine, key, model))
     return groups, info
 
 

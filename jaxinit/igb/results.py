@@ -29,11 +29,11 @@ TRAIN = {"act": "", "depth": "", "optimizer": "", "width": "", "role": "M", "poi
 
 def case_results(case, table: dict, metrics: dict, chosen: dict, baseline: dict,
                  target: float) -> dict[str, np.ndarray]:
-    """One case's arrays (the `TRAIN` schema and more; ``case``: a `jaxinit.igb.phases.Case`): the members' table,
-    their metric arrays (`jaxinit.igb.train.case_arrays`, with ``init_signal``), the points (``point_*``) with their
-    selection, the linear baseline and the target (``target`` x the logistic baseline's test accuracy), and over a
-    grid the theory diagram. Rows of step 0 without ``init_signal`` (a run written before the evaluation of step 0
-    measured it, re-summarised by ``--resume``) are one `ConfigError`."""
+    """One case's arrays (the `TRAIN` schema and more; ``case``: a `jaxinit.shared.phases.Case`): the members'
+    table, their metric arrays (`jaxinit.shared.case_train.case_arrays`, with ``init_signal``), the points
+    (``point_*``) with their selection, the linear baseline and the target (``target`` x the logistic baseline's test
+    accuracy), and over a grid the theory diagram. Rows of step 0 without ``init_signal`` (a run written before the
+    evaluation of step 0 measured it, re-summarised by ``--resume``) are one `ConfigError`."""
     if "init_signal" not in metrics:
         raise ConfigError(f"{case.act}__d{case.depth}__{case.optimizer}: the rows of step 0 in metrics.jsonl hold no "
                           f"init_signal (a run written by an older version); rerun with --overwrite")

@@ -6,7 +6,7 @@ draws: per-layer c, gamma and gamma_corr against `theory.meanfield.propagate`; f
 the same model on the n inputs probed); per-layer quantiles of |delta_l|^2 split by the favoured class
 (binary head, labels = parity); then the finite-width sweep (`jaxinit.igb.width`). Inputs are rescaled
 to |x|^2/d = 1 (Gaussian, or real data subsets drawn over all their classes: mnist's ten digits).
-Nothing is written: ``on_case(name, arrays)`` (e.g. `jaxinit.igb.sink.saver`) receives each finished
+Nothing is written: ``on_case(name, arrays)`` (e.g. `jaxinit.shared.sink.saver`) receives each finished
 case, ``cached`` holds cases to reuse (``--resume``).
 """
 from __future__ import annotations
@@ -21,12 +21,13 @@ import numpy as np
 from jaxinit.jsonsafe import to_json
 from jaxinit.result import Result
 from jaxinit.config import ConfigError
-from jaxinit.igb import sink, nets, predict, probe, width
+from jaxinit.igb import predict, probe, width
 from jaxinit.igb import results as results_schema
 from jaxinit.igb.config_init import INPUTS, IGBInitConfig, ModelsConfig
 from jaxinit.models.cnn import CNN
 from jaxinit.models.deep import DeepMLP
 from jaxinit.models.vit import ViT
+from jaxinit.shared import nets, sink
 
 WIDTH_CASE = "width"   # name of the finite-width sweep among the results
 

@@ -1,46 +1,35 @@
 """`train_phases(cfg, workdir=None) -> Result`: deep MLPs trained from every phase of the theory, on the engine,
 under the fair protocol (each point at its own learning rate).
 
-For every activation, depth and optimizer (a *case*, `jaxinit.igb.phases.study_cases`): (1) the case's points
-(`jaxinit.igb.phases.case_points`: one per phase, the optional ``<f>xEOC`` sweep, and for the first optimizer at
-``grid.depths`` a (sigma_w2, sigma_b2) grid), labelled by the theory; (2) selection (`jaxinit.igb.selection`): every point x every rate of
-``cfg.opt.<optimizer>_lr`` x ``opt.lr_sweep_seeds`` selection seeds (1000, ...) for ``opt.lr_sweep_steps``
-steps, each point's rate the best mean validation accuracy at the last step (a diverged seed disqualifies a
-rate; ties to the smaller rate); (3) reported runs: each point's seeds 0, 1, ... at its own rate. Both stages
-are one engine sweep (`jaxinit.train.engine`), a case one group of traced members (one compile per case
-whatever its rates), every case on the same batches. The selection runs in memory (short and deterministic: a
-resumed run repeats it exactly); the reported stage, given a ``workdir``, writes metrics.jsonl per evaluation
-and step-level checkpoints, so a run killed anywhere resumes to the same bytes. The target accuracy is
-``train.target`` x the linear baseline's test accuracy on the same split (`jaxinit.igb.baseline`). The
-result's ``arrays`` hold one dict of arrays per case (``"<act>__d<depth>__<optimizer>"``), the schema of
-`jaxinit.igb.results` that the summary and the figures read.
+For every activation, depth and optimizer (a *case*, `study_cases`): (1) the case's points
+(`jaxinit.shared.phases.case_points`: one per phase, the optional ``<f>xEOC`` sweep, and for the first optimizer at
+``grid.depths`` a (sigma_w2, sigma_b2) grid), labelled by the theory; (2) selection (`choose_rates`, the rule of
+`jaxinit.shared.selection`): every point x every rate of ``cfg.opt.<optimizer>_lr`` x ``opt.lr_sweep_seeds``
+selection seeds (1000, ...) for ``opt.lr_sweep_steps`` steps, each point's rate the best mean validation accuracy
+at the last step (a diverged seed disqualifies a rate; ties to the smaller rate); (3) reported runs: each point's
+seeds 0, 1, ... at its own rate. Both stages are one engine sweep (`jaxinit.train.engine`), a case one group of
+traced members (one compile per case whatever its rates), every case on the same batches. The selection runs in
+memory (short and deterministic: a resumed run repeats it exactly); the reported stage, given a ``workdir``,
+writes metrics.jsonl per evaluation and step-level checkpoints, so a run killed anywhere resumes to the same
+bytes. The target accuracy is ``train.target`` x the linear baseline's test accuracy on the same split
+(`jaxinit.igb.baseline`). The result's ``arrays`` hold one dict of arrays per case
+(``"<act>__d<depth>__<optimizer>"``), the schema of `jaxinit.igb.results` that the summary and the figures read.
 """
 from __future__ import annotations
 
 from pathlib import Path
 
-from jaxinit.config import ConfigError
-from jaxinit.igb import nets, phases, reported, selection
+from jaxinit.igb import reported
 from jaxinit.igb.config_train import IGBTrainConfig
+from jaxinit.shared import case_train, nets, phases, selection
+from jaxinit.shared.phases import Case
 from jaxinit.train import engine
 from jaxinit.train.engine import Result
 
 
 def load_data(cfg: IGBTrainConfig) -> tuple[dict, int, tuple]:
-    """(flattened splits with a fixed training-evaluation subset, n_classes, input shape) of any config with
-    ``data`` and ``train.eval_train_n``. A validation split is required: the learning rates and the linear
-    baseline's regularisation are chosen on it."""
-    from jaxinit.data import load_dataset
-    ds = load_dataset(cfg.data)
-    if not ds.x_val.shape[0]:
-        raise ConfigError(f"this study needs a validation split (rates are chosen on it); --data.name="
-                          f"{cfg.data.name} gave none: raise --data.n_val or the data size")
-    flat = lambda x: x.reshape(x.shape[0], -1)
-    data = {"x_train": flat(ds.x_train), "y_train": ds.y_train, "x_val": flat(ds.x_val), "y_val": ds.y_val,
-            "x_test": flat(ds.x_test), "y_test": ds.y_test}
-    n_eval = cfg.train.eval_train_n or ds.x_train.shape[0]
-    data.update(x_train_eval=data["x_train"][:n_eval], y_train_eval=data["y_train"][:n_eval])
-    return data, ds.n_classes, (data["x_train"].shape[1],)
+    """`jaxinit.shared.case_train.load_splits` of ``data`` with ``train.eval_train_n`` training inputs evaluated."""
+    return case_train.load_splits(cfg.data, cfg.train.eval_train_n)
 
 
 def check_setup(cfg: IGBTrainConfig) -> None:
@@ -49,12 +38,47 @@ def check_setup(cfg: IGBTrainConfig) -> None:
     load_data(cfg)
 
 
+def study_cases(cfg: IGBTrainConfig) -> dict[str, Case]:
+    """Every case in the order of the results: activations, then depths, then optimizers; the phase points of
+    ``phases.*`` (`jaxinit.shared.phases.phase_rows`), then, for the first optimizer at ``grid.depths`` only, the
+    grid's (sigma_w2, sigma_b2) points with ``grid.seeds`` each and its diagram (`theory.phase.diagram_around`)."""
+    from theory import phase
+    p, g, out = cfg.phases, cfg.grid, {}
+    for act in cfg.model.acts:
+        for depth in cfg.model.depths:
+            for optimizer in cfg.sweep.optimizers:
+                gridded = optimizer == cfg.sweep.optimizers[0] and depth in g.depths and g.seeds > 0
+                rows = phases.phase_rows(act, p.sigma_b2, p.seeds, p.names, p.ordered_factor, p.chaotic_factor,
+                                         p.neutral_factor, p.eoc_factors)
+                rows += [("grid", sw, sb, g.seeds) for sb in g.sigma_b2 for sw in g.sigma_w2] if gridded else []
+                points = phases.case_points(act, depth, rows)
+                diagram = (phase.diagram_around(act, depth, points["sigma_w2"], points["sigma_b2"], cfg.train.phase_res)
+                           if gridded else {})
+                out[f"{act}__d{depth}__{optimizer}"] = Case(act, depth, optimizer, cfg.model.width, points, diagram)
+    return out
+
+
+def choose_rates(cfg: IGBTrainConfig, data: dict, nets_: dict, cases: dict, progress: bool = True) -> dict[str, dict]:
+    """Per case its chosen rates (`jaxinit.shared.selection.chosen`): the selection runs of every case whose grid has
+    several rates (`jaxinit.shared.selection.tables`), trained in memory on the engine and evaluated on every split."""
+    o, t = cfg.opt, cfg.train
+    grids = selection.grids(cases, o.lrs)
+    selected = {}
+    if grids:
+        opts = case_train.options(batch_size=t.batch_size, data_seed=t.seed, strategy=t.strategy, chunk=t.chunk)
+        spec = case_train.study(data, selection.tables(cases, grids, o.lr_sweep_seeds), cases, nets_,
+                                selection.plan(o.lr_sweep_steps), opts, summarize=lambda sweep, rows: (
+                                    None, case_train.selection_arrays(sweep, rows, cases, grids, o.lr_sweep_seeds)))
+        selected = engine.fit(spec, progress=progress).arrays
+    return selection.chosen(cases, o.lrs, selected)
+
+
 def train_phases(cfg: IGBTrainConfig, workdir: str | Path | None = None, *, resume: bool = False,
                  progress: bool = True) -> Result:
     """Every case of ``cfg`` (see the module docstring); files only with a ``workdir``."""
     data, n_classes, shape = load_data(cfg)
-    cases = phases.study_cases(cfg)
+    cases = study_cases(cfg)
     nets_ = nets.case_nets(cases, n_classes, shape)
-    chosen = selection.choose_rates(cfg, data, nets_, cases, progress)
+    chosen = choose_rates(cfg, data, nets_, cases, progress)
     spec = reported.reported_study(cfg, data, nets_, cases, chosen, checkpoints=workdir is not None)
     return engine.fit(spec, workdir, resume=resume, progress=progress)

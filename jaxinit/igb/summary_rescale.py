@@ -18,10 +18,11 @@ from typing import Any, Callable, NamedTuple
 
 import numpy as np
 
-from jaxinit.igb import absorption, stats
+from jaxinit.igb import absorption
 from jaxinit.igb.baseline import RIDGE_ALPHAS, majority_share, ridge_accuracies, select_on_validation
 from jaxinit.intervals import t_interval
 from jaxinit.jsonsafe import to_json
+from jaxinit.shared import igb_stats as stats
 
 N_BOOT = 10_000
 EXACT_MAX = 16
@@ -43,17 +44,17 @@ class Context(NamedTuple):
 # --------------------------------------------------------------------------- arrays
 def curves(rows: list[dict], members: list[int], keys: tuple[str, ...]) -> dict[str, np.ndarray]:
     """``step`` (evals,), ``alive`` and every key of ``keys`` (evals, members) for ``members`` (global indices,
-    in this order); None (NaN in JSON) becomes NaN (`jaxinit.igb.train.case_arrays`, the IGB study's reader)."""
-    from jaxinit.igb.train import case_arrays
+    in this order); None (NaN in JSON) becomes NaN (`jaxinit.shared.case_train.case_arrays`)."""
+    from jaxinit.shared.case_train import case_arrays
     arrays = case_arrays(rows, members)
     return {"step": arrays["step"], **{k: arrays[k] for k in keys}, "alive": arrays["alive"]}
 
 
 def choose_rate(val_acc_RS, alive_RS) -> int:
     """Index of the rate with the highest mean validation accuracy over seeds, a rate with a diverged (or NaN)
-    member excluded, ties to the smaller rate; all excluded: the smallest rate (`jaxinit.igb.selection.choose`,
+    member excluded, ties to the smaller rate; all excluded: the smallest rate (`jaxinit.shared.selection.choose`,
     the fair protocol's rule, on one point, a NaN accuracy counted as diverged)."""
-    from jaxinit.igb.selection import choose
+    from jaxinit.shared.selection import choose
     val, alive = np.asarray(val_acc_RS, float), np.asarray(alive_RS, bool)
     return int(choose(val[None], (alive & np.isfinite(val))[None])[0])
 

@@ -14,10 +14,11 @@ from typing import Any
 
 import numpy as np
 
-from jaxinit.igb import absorption, stats
+from jaxinit.igb import absorption
 from jaxinit.igb.config_train import TrainLoopConfig
 from jaxinit.intervals import binomial_interval, fisher_p, t_interval
 from jaxinit.jsonsafe import to_json
+from jaxinit.shared import igb_stats as stats
 
 ROW_METRICS = ("train_acc", "train_loss", "train_fmax", "test_acc", "test_loss", "test_fmax", "val_acc")
 CLASS_METRICS = ("test_class_acc", "test_class_freq", "test_class_loss")

@@ -1,6 +1,6 @@
 """Finite width: c and gamma of a deep MLP measured against its width, at phase points of the theory.
 
-At each width the same phase points (placed by `jaxinit.igb.phases`) share one draw per draw index;
+At each width the same phase points (placed by `jaxinit.shared.phases`) share one draw per draw index;
 measured at the last hidden layer: c = P/Q, the naive gamma (inflated by about (1 + gamma)/(n - 1) at n
 inputs) and the bias-corrected gamma_corr = P/(Q - P), against the mean-field c and gamma from the
 inputs' own overlaps. The error of gamma_corr should vanish with width; the naive one keeps the
@@ -11,9 +11,10 @@ from __future__ import annotations
 import jax
 import numpy as np
 
-from jaxinit.igb import nets, phases, predict, probe
+from jaxinit.igb import predict, probe
 from jaxinit.igb.config_init import WidthConfig
 from jaxinit.models.deep import DeepMLP
+from jaxinit.shared import nets, phases
 
 INPUT_SHAPE = (8, 8, 1)   # the gaussian inputs of the probes at init
 

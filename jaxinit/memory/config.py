@@ -1,8 +1,8 @@
 """Configs and presets of the joined study (`jaxinit.memory.study`, `python -m experiments.memory_phases`).
 
-Plain deep MLPs initialised at the phase points of `jaxinit.igb.phases` (all at ``phases.sigma_b2``, so they and
+Plain deep MLPs initialised at the phase points of `jaxinit.shared.phases` (all at ``phases.sigma_b2``, so they and
 the ``phases.line`` points x EOC lie on one line of the phase diagram), each point at its own learning rate
-(the fair protocol of `jaxinit.igb.selection`), trained with low-LR SGD, Adam and SGD + L2 on 10-class data.
+(the fair protocol of `jaxinit.shared.selection`), trained with low-LR SGD, Adam and SGD + L2 on 10-class data.
 Presets: ``smoke`` (tests, seconds), ``cpu`` (default; sized to about an hour on the shared 2-core CPU from a
 measured member-step, see `CPU`), ``paper`` (accelerator, not run). Every field's docstring is what ``--help``
 shows. Shared keys where the concept is shared (``model.*``, ``opt.*``, ``sweep.optimizers``, ``train.*``,
@@ -20,7 +20,7 @@ from jaxinit.config import ConfigError, DataConfig, Preset, Presets, check_disti
 Act = Literal["tanh", "relu"]
 Optimizer = Literal["sgd", "adam", "sgd_l2"]
 Phase = Literal["ordered-deep", "EOC", "prejudice", "neutrality", "chaotic-deep"]
-"""the phases of `jaxinit.igb.phases` for bounded (tanh) and unbounded (ReLU) activations"""
+"""the phases of `jaxinit.shared.phases` for bounded (tanh) and unbounded (ReLU) activations"""
 OPTIMIZERS: tuple[str, ...] = typing.get_args(Optimizer)
 
 
@@ -51,11 +51,6 @@ class PhaseConfig:
     """extra points sigma_w2 = f x EOC on the same line ('<f>xEOC'): the phase coordinate of the slope statistic"""
     seeds: int = 5
     """reported seeds per point (0, 1, ...): paired base draws and shared data order across points"""
-
-    @property
-    def eoc_factors(self) -> tuple[float, ...]:
-        """`jaxinit.igb.phases.case_points` reads the line under this name."""
-        return self.line
 
 
 @dataclass(frozen=True)
@@ -185,7 +180,7 @@ def validate(cfg: MemoryPhasesConfig) -> None:
         raise ConfigError(f"--phases.line: distinct factors > 0 other than 1 (the EOC is a phase point), got {p.line}")
     if len(set(p.names)) != len(p.names):
         raise ConfigError(f"--phases.names must not repeat a phase, got {p.names}")
-    from jaxinit.igb.phases import check_names
+    from jaxinit.shared.phases import check_names
     for act in m.acts:
         check_names(act, p.names)
     if min(p.seeds, t.steps, t.batch_size, t.eval_every, t.n_off, t.phase_res, o.lr_sweep_steps,

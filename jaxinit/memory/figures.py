@@ -19,7 +19,7 @@ from matplotlib.colors import ListedColormap
 from matplotlib.figure import Figure
 from matplotlib.ticker import NullFormatter, ScalarFormatter
 
-from jaxinit.igb import sink
+from jaxinit.shared import sink
 
 OWN_CLOCK = {"sgd": "T_SGD", "sgd_l2": "T_L2", "adam": "T_adapt"}
 MARKERS = {"sgd": "o", "adam": "s", "sgd_l2": "^"}

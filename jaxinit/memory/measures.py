@@ -1,12 +1,12 @@
 """The joined study's per-member measures (single-member, pure) and the statistics of the favoured class.
 
-Evaluation (`eval_memory`, the engine's ``eval_fn``): on one split, the IGB instrument (`jaxinit.igb.stats.
-per_class`: accuracy, loss, f_max, per-class accuracy and predicted frequency), the measured c and gamma of the
-last hidden layer's pre-activations h_L (`jaxinit.igb.stats.estimate`: c = P / Q, gamma = gamma_corr, docs/theory.md
-section 5) and the kernel norm (Frobenius over the dense kernels, head included, biases not: the forgetting
-study's). The off-distribution split (`off_distribution_inputs`) is Gaussian at the data's mean |x|^2 / d: the
-inputs of the theory (q0 as the data's, c0 = 0), on which a prejudice of the function itself shows without any
-class structure of the data.
+Evaluation (`eval_memory`, the engine's ``eval_fn``): on one split, the IGB instrument
+(`jaxinit.shared.igb_stats.per_class`: accuracy, loss, f_max, per-class accuracy and predicted frequency), the
+measured c and gamma of the last hidden layer's pre-activations h_L (`jaxinit.shared.igb_stats.estimate`: c = P / Q,
+gamma = gamma_corr, docs/theory.md section 5) and the kernel norm (Frobenius over the dense kernels, head
+included, biases not: the forgetting study's). The off-distribution split (`off_distribution_inputs`) is Gaussian
+at the data's mean |x|^2 / d: the inputs of the theory (q0 as the data's, c0 = 0), on which a prejudice of the
+function itself shows without any class structure of the data.
 
 Favoured class: the argmax of the class frequencies on the off-distribution inputs. Its identity statistic over
 a set of members is the share whose favoured class at one time (after training) equals that at another (init);
@@ -20,8 +20,8 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from jaxinit.igb import stats
 from jaxinit.models import deep
+from jaxinit.shared import igb_stats as stats
 
 N_DRAWS = 10_000      # random permutations of the identity test: p resolves down to 1e-4
 SEED = 0              # their Generator seed: equal inputs give equal p-values

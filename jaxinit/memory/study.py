@@ -1,28 +1,27 @@
 """`fit(cfg, workdir=None) -> Result`: plain MLPs from every phase of the theory, each at its own learning rate,
 trained with low-LR SGD, Adam and SGD + L2 on the one engine, with both instruments on every member.
 
-A *case* is (activation, depth, optimizer) (`jaxinit.igb.phases.Case`); its points are the IGB study's phase
-points and the ``phases.line`` points (`jaxinit.igb.phases.case_points`), labelled by the theory at init
-(`init_theory`). Stages, as in `jaxinit.igb.study_train`: (1) the fair protocol's selection
-(`jaxinit.igb.selection`: members, arrays and rules reused; the study is this module's because SGD + L2 is not an
-IGB optimizer); (2) reported runs, each point's seeds 0, 1, ... at its own rate (`jaxinit.igb.reported.members`),
-evaluated every ``train.eval_every`` steps on test, validation (selects the step), a training subset and the
-off-distribution inputs (`jaxinit.memory.measures`). Batches are shared by every member (`jaxinit.igb.train.
-options`); members of one seed share their base draw: points are paired. The summary is `jaxinit.memory.summary`.
+A *case* is (activation, depth, optimizer) (`jaxinit.shared.phases.Case`); its points are the phase points and
+the ``phases.line`` points (`jaxinit.shared.phases.phase_rows`, `case_points`), labelled by the theory at init
+(`init_theory`). Stages: (1) the fair protocol's selection (`choose_rates`: this study's selection runs, the rule
+and arrays of `jaxinit.shared.selection`); (2) reported runs, each point's seeds 0, 1, ... at its own rate
+(`jaxinit.shared.case_train.reported_members`), evaluated every ``train.eval_every`` steps on test, validation
+(selects the step), a training subset and the off-distribution inputs (`jaxinit.memory.measures`). Batches are
+shared by every member (`jaxinit.shared.case_train.options`); members of one seed share their base draw: points
+are paired. The summary is `jaxinit.memory.summary`.
 """
 from __future__ import annotations
 
-import dataclasses
 from pathlib import Path
 
 import jax
 import numpy as np
 
 from jaxinit import runinfo
-from jaxinit.igb import nets, phases, reported, selection, train
 from jaxinit.memory import measures, summary as summary_lib
 from jaxinit.memory.config import MemoryPhasesConfig
-from jaxinit.optim import SETTINGS, OptSetting
+from jaxinit.optim import OptSetting
+from jaxinit.shared import case_train, nets, phases, selection
 from jaxinit.train import engine
 from jaxinit.train.engine import Plan, Result, Study
 
@@ -30,10 +29,9 @@ OFF_STREAM = 0x0ff      # fold_in tag of the off-distribution inputs' key
 
 
 def load_data(cfg: MemoryPhasesConfig) -> tuple[dict, int, tuple]:
-    """`jaxinit.igb.study_train.load_data`'s splits (validation required: rates and the selected step are chosen on
-    it) plus ``x_off``: Gaussian inputs at the training inputs' mean |x|^2 / d."""
-    from jaxinit.igb.study_train import load_data as igb_load_data
-    data, n_classes, shape = igb_load_data(cfg)
+    """`jaxinit.shared.case_train.load_splits` (validation required: rates and the selected step are chosen on it)
+    plus ``x_off``: Gaussian inputs at the training inputs' mean |x|^2 / d."""
+    data, n_classes, shape = case_train.load_splits(cfg.data, cfg.train.eval_train_n)
     key = jax.random.fold_in(jax.random.key(cfg.train.seed), OFF_STREAM)
     data["x_off"] = measures.off_distribution_inputs(key, data["x_train"], cfg.train.n_off)
     data["y_off"] = np.zeros(data["x_off"].shape[0], np.int32)    # no labels: f_max, frequencies, c and gamma only
@@ -58,10 +56,11 @@ def init_theory(act: str, depth: int, sigma_w2, sigma_b2, n_classes: int) -> dic
 
 def study_cases(cfg: MemoryPhasesConfig, n_classes: int) -> dict[str, phases.Case]:
     """Every case in result order (activations, depths, optimizers), its points with their theory at init."""
-    out = {}
+    p, out = cfg.phases, {}
     for act in cfg.model.acts:
         for depth in cfg.model.depths:
-            points = phases.case_points(act, depth, cfg.phases)
+            points = phases.case_points(act, depth, phases.phase_rows(
+                act, p.sigma_b2, p.seeds, p.names, p.ordered_factor, p.chaotic_factor, p.neutral_factor, p.line))
             points.update(init_theory(act, depth, points["sigma_w2"], points["sigma_b2"], n_classes))
             for optimizer in cfg.sweep.optimizers:
                 out[f"{act}__d{depth}__{optimizer}"] = phases.Case(act, depth, optimizer, cfg.model.width, points, {})
@@ -69,37 +68,42 @@ def study_cases(cfg: MemoryPhasesConfig, n_classes: int) -> dict[str, phases.Cas
 
 
 def setting(optimizer: str, lr: float, l2: float) -> OptSetting:
-    """The registry's setting (`jaxinit.optim.SETTINGS`) at ``lr``; sgd_l2 with coupled L2 ``l2``, constant rate."""
-    return dataclasses.replace(SETTINGS[optimizer], lr=float(lr), l2=float(l2) if optimizer == "sgd_l2" else 0.0)
+    """The registry's setting at ``lr`` (`jaxinit.shared.case_train.setting`); sgd_l2 with coupled L2 ``l2``."""
+    return case_train.setting(optimizer, lr, l2 if optimizer == "sgd_l2" else None)
 
 
 def make_study(cfg: MemoryPhasesConfig, data: dict, tables: dict, cases: dict, nets_: dict, plan: Plan,
                splits: tuple[str, ...], summarize=None, fingerprint: str | None = None,
                parts: dict | None = None) -> Study:
-    """The engine's `Study` of ``tables``: the IGB study's groups (`jaxinit.igb.train.member_groups`, with this
-    study's optimizers, `setting`) and shared batches (`jaxinit.igb.train.options`), `measures.eval_memory` as the
-    evaluation, rows by `jaxinit.igb.train.evaluator` on ``splits`` (of test, val, train, off)."""
+    """The engine's `Study` of ``tables`` (`jaxinit.shared.case_train.study`): this study's optimizers (`setting`),
+    batches shared by every member, `measures.eval_memory` as the evaluation, rows on ``splits`` (of test, val,
+    train, off)."""
     t = cfg.train
-    opts = {**train.options(batch_size=t.batch_size, data_seed=t.seed, strategy=t.strategy, chunk=t.chunk),
-            "eval_fn": measures.eval_memory, "eval_key": "memory_phases"}
-    groups, info = train.member_groups(tables, cases, nets_, lambda optimizer, lr: setting(optimizer, lr, cfg.opt.l2))
-    sets = train.eval_sets(data, splits)
-    return Study(train.Flat(data["x_train"], data["y_train"]), groups, plan, opts,
-                 evaluator=lambda sweep: train.evaluator(sweep, sets, info), summarize=summarize,
-                 fingerprint=fingerprint, parts=parts)
+    opts = case_train.options(batch_size=t.batch_size, data_seed=t.seed, strategy=t.strategy, chunk=t.chunk,
+                              eval_fn=measures.eval_memory, eval_key="memory_phases")
+    return case_train.study(data, tables, cases, nets_, plan, opts, splits=splits,
+                            setting_of=lambda optimizer, lr: setting(optimizer, lr, cfg.opt.l2), summarize=summarize,
+                            fingerprint=fingerprint, parts=parts)
 
 
 def choose_rates(cfg: MemoryPhasesConfig, data: dict, nets_: dict, cases: dict, progress: bool = True) -> dict:
-    """Per case the chosen rate of every point (`jaxinit.igb.selection.choose_rates`: its members, rule and arrays),
-    from selection runs on seeds 1000, ... trained in memory, evaluated on test and val."""
-    return selection.choose_rates(cfg, data, nets_, cases, progress, make_study=lambda tables, plan, summarize:
-                                  make_study(cfg, data, tables, cases, nets_, plan, ("test", "val"), summarize))
+    """Per case its chosen rates (`jaxinit.shared.selection.chosen`): the selection runs of every case whose grid has
+    several rates (`jaxinit.shared.selection.tables`, seeds 1000, ...), trained in memory, evaluated on test and val."""
+    o = cfg.opt
+    grids = selection.grids(cases, o.lrs)
+    selected = {}
+    if grids:
+        spec = make_study(cfg, data, selection.tables(cases, grids, o.lr_sweep_seeds), cases, nets_,
+                          selection.plan(o.lr_sweep_steps), ("test", "val"), lambda sweep, rows: (
+                              None, case_train.selection_arrays(sweep, rows, cases, grids, o.lr_sweep_seeds)))
+        selected = engine.fit(spec, progress=progress).arrays
+    return selection.chosen(cases, o.lrs, selected)
 
 
 def reported_study(cfg: MemoryPhasesConfig, data: dict, nets_: dict, cases: dict, chosen: dict, n_classes: int,
                    checkpoints: bool) -> Study:
     """Every point's seeds at its chosen rate, evaluated on test, val, train and off; summary `summary.summarize`."""
-    tables = {name: reported.members(c.points, chosen[name]["point_lr"]) for name, c in cases.items()}
+    tables = {name: case_train.reported_members(c.points, chosen[name]["point_lr"]) for name, c in cases.items()}
     t = cfg.train
     plan = Plan(epochs=t.steps, eval_every=t.eval_every, checkpoint_every=t.checkpoint_every if checkpoints else 0)
 

@@ -2,7 +2,7 @@
 
 Per member (`member_record`), from its evaluation rows: the selected step (the first evaluation with the lowest
 validation loss, the forgetting study's rule) and at it the forgetting instrument (test / train accuracy, kernel
-norm, the clocks of `jaxinit.forgetting.history.clocks` for the steps taken); the IGB instrument at init, at the
+norm, the clocks of `jaxinit.shared.history.clocks` for the steps taken); the IGB instrument at init, at the
 selected step and at the end (test and off-distribution f_max, the favoured class on the off-distribution inputs,
 the per-class test-accuracy spread, c and gamma of h_L on test and off-distribution inputs).
 
@@ -10,10 +10,10 @@ Per case (`case_summary`): per point the seed means with t intervals (`jaxinit.i
 favoured class survives (Clopper-Pearson) and the theory at init; over the case, the favoured-class identity
 statistic against its permutation null (`measures.identity_test`, permuted within points); along the line (every
 point lies at one sigma_b2) the forgetting study's memory statistics with their null
-(`jaxinit.forgetting.nulls.memory_statistics`: spread and slope over ln sigma_w2, sigma_w2 labels permuted within a
+(`jaxinit.shared.nulls.memory_statistics`: spread and slope over ln sigma_w2, sigma_w2 labels permuted within a
 seed) of the test accuracy and of the residual off-distribution f_max at the selected step (both x 100:
 spread in pp, slope in pp per e-fold of sigma_w2); the norm coupling
-(`jaxinit.forgetting.stats.loglog_slopes`).
+(`jaxinit.shared.seed_stats.loglog_slopes`).
 """
 from __future__ import annotations
 
@@ -23,9 +23,9 @@ from collections import defaultdict
 import numpy as np
 
 from jaxinit import intervals
-from jaxinit.forgetting import history, nulls, stats as fstats
 from jaxinit.jsonsafe import finite_or_none, to_json
 from jaxinit.memory import measures
+from jaxinit.shared import history, nulls, seed_stats as fstats
 
 THEORY_KEYS = ("theory_phase", "c_star", "c_L", "gamma_L", "fmax_theory", "chi1_pow", "backward_product", "xi_c",
                "depth_over_xi_c")
@@ -41,7 +41,7 @@ def _vec(v) -> np.ndarray:
 
 
 def member_record(rows: list[dict], batch_size: int, l2: float) -> dict:
-    """One member's measures (module docstring) from its rows (`jaxinit.forgetting.history`: the selected step is
+    """One member's measures (module docstring) from its rows (`jaxinit.shared.history`: the selected step is
     `best_epoch`, interpolation `tau_interp`)."""
     rows = history.by_epoch(rows)
     best = history.best_epoch(rows)
@@ -122,7 +122,7 @@ def point_summary(recs: list[dict], theory: dict) -> dict:
 
 
 def line_statistics(recs: list[dict], key: str) -> dict:
-    """`jaxinit.forgetting.nulls.memory_statistics` of ``key`` over the case's line ({seed: {sigma_w2: value}})."""
+    """`jaxinit.shared.nulls.memory_statistics` of ``key`` over the case's line ({seed: {sigma_w2: value}})."""
     values = defaultdict(dict)
     for r in recs:
         if r[key] is not None and not r["diverged"]:

@@ -1,6 +1,6 @@
-"""The optional file sink of the IGB study: results/*.npz, figures, progress.
+"""The optional file sink of the IGB and joined studies: results/*.npz, figures, progress.
 
-The library's runs (`probe_init`, `train_phases`) compute in memory; the experiments pass these
+The library's runs (`probe_init`, `train_phases`, `jaxinit.memory.fit`) compute in memory; the experiments pass these
 helpers as callbacks so that every finished case lands in ``DIR/results/<name>.npz`` at once
 (atomically, `jaxinit.files`), and ``--resume`` / ``--replot`` read them back (`jaxinit.runs.load_results`; a
 0-byte or truncated file is one `ConfigError` line). Every file is written through the run's

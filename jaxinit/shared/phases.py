@@ -1,4 +1,5 @@
-"""Trained points of the trainability study (Bassi et al. 2026), placed and labelled by the theory's own solvers.
+"""Phase points the IGB and joined studies train (the trainability study of Bassi et al. 2026), placed and labelled
+by the theory's own solvers.
 
 Placement at a given sigma_b2 (docs/theory.md section 5), by activation family:
 - bounded (tanh): ordered-deep = `ordered_factor` x EOC; EOC = `theory.meanfield.eoc`; prejudice = geometric
@@ -64,17 +65,22 @@ def phase_points(act: str, sigma_b2: float, ordered_factor: float = 0.75, chaoti
     return points + [(f"{f:g}xEOC", f * eoc) for f in eoc_factors]
 
 
-def case_points(act: str, depth: int, p, grid=None) -> dict[str, np.ndarray]:
-    """The points one case trains, with their theory (`theory.phase.point_theory`) and reported ``seeds``: the phase
-    points of ``p`` (`jaxinit.igb.config_train.PhaseConfig`: factors, ``names`` filter, ``eoc_factors``, ``seeds``),
-    then, given a ``grid`` (`GridConfig`), its (sigma_w2, sigma_b2) points with ``grid.seeds`` each."""
-    rows = [(name, sw, p.sigma_b2, p.seeds) for name, sw in
-            phase_points(act, p.sigma_b2, p.ordered_factor, p.chaotic_factor, p.neutral_factor, p.eoc_factors)
-            if not p.names or name in p.names or name.endswith("xEOC")]
-    if grid is not None and grid.seeds:
-        rows += [("grid", sw, sb, grid.seeds) for sb in grid.sigma_b2 for sw in grid.sigma_w2]
+def phase_rows(act: str, sigma_b2: float, seeds: int, names=(), ordered_factor: float = 0.75,
+               chaotic_factor: float = 1.5, neutral_factor: float = 1.5,
+               eoc_factors: tuple[float, ...] = ()) -> list[tuple[str, float, float, int]]:
+    """(role, sigma_w2, sigma_b2, seeds) of the points `phase_points` places at ``sigma_b2``: the phases in ``names``
+    (empty: every phase of the activation), then every ``<f>xEOC`` point; one-line `ConfigError` when none is left."""
+    rows = [(name, sw, sigma_b2, seeds) for name, sw in
+            phase_points(act, sigma_b2, ordered_factor, chaotic_factor, neutral_factor, eoc_factors)
+            if not names or name in names or name.endswith("xEOC")]
     if not rows:
-        raise ConfigError(f"{act}: none of --phases.names={list(p.names)} is a phase of this activation")
+        raise ConfigError(f"{act}: none of --phases.names={list(names)} is a phase of this activation")
+    return rows
+
+
+def case_points(act: str, depth: int, rows) -> dict[str, np.ndarray]:
+    """The points one case trains, from (role, sigma_w2, sigma_b2, seeds) ``rows`` (`phase_rows`, then any grid of
+    the study's), with their theory (`theory.phase.point_theory`) and reported ``seeds``."""
     role, sw, sb, seeds = zip(*rows)
     sw, sb = np.array(sw, float), np.array(sb, float)
     from theory import phase
@@ -97,20 +103,3 @@ class Case(NamedTuple):
     width: int
     points: dict
     diagram: dict
-
-
-def study_cases(cfg) -> dict[str, Case]:
-    """Every case of an `jaxinit.igb.config_train.IGBTrainConfig` in the order of the results: activations, then
-    depths, then optimizers; the grid (and its diagram, `theory.phase.diagram_around`) for the first optimizer at
-    ``grid.depths`` only."""
-    from theory import phase
-    out = {}
-    for act in cfg.model.acts:
-        for depth in cfg.model.depths:
-            for optimizer in cfg.sweep.optimizers:
-                gridded = optimizer == cfg.sweep.optimizers[0] and depth in cfg.grid.depths and cfg.grid.seeds > 0
-                points = case_points(act, depth, cfg.phases, cfg.grid if gridded else None)
-                diagram = (phase.diagram_around(act, depth, points["sigma_w2"], points["sigma_b2"], cfg.train.phase_res)
-                           if gridded else {})
-                out[f"{act}__d{depth}__{optimizer}"] = Case(act, depth, optimizer, cfg.model.width, points, diagram)
-    return out

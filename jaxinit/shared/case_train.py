@@ -1,15 +1,15 @@
-"""The IGB study's training on the engine (`jaxinit.train.engine`): its networks as models, its batches, its
-per-class evaluation and the arrays its summary reads.
+"""A case's members on the engine (`jaxinit.train.engine`), as the IGB and joined studies train them: their splits,
+networks as models, batches, per-class evaluation and the arrays a summary reads.
 
 Members differ in (sigma_w2, sigma_b2, seed, learning rate), all traced; a group is one case
-(activation, depth, optimizer). Members with the same seed share their base draw (`jaxinit.igb.nets.draw`
-through `jaxinit.igb.nets.Net.model`), so phase points are paired. Every member of every case sees the same
+(activation, depth, optimizer). Members with the same seed share their base draw (`jaxinit.shared.nets.draw`
+through `jaxinit.shared.nets.Net.model`), so phase points are paired. Every member of every case sees the same
 batches: one training step is one engine "epoch" whose batch is drawn without replacement from
 ``fold_in(data_key, step)`` (the engine's ``shared_batches``, `jaxinit.train.step.shared_order`). The optimizers are the registry's (`jaxinit.optim.SETTINGS`:
-sgd; momentum = heavy ball, mu 0.9; adam), built inside the member's function from its traced rate. A
+sgd; momentum = heavy ball, mu 0.9; adam; sgd_l2), built inside the member's function from its traced rate. A
 member whose update is non-finite is frozen and flagged (the engine's ``diverged``; ``alive`` in the
 arrays). Evaluations record, per member, accuracy, loss, f_max and per-class accuracy, loss and predicted
-frequency (`jaxinit.igb.stats.per_class`); the evaluation of epoch 0 (the initial states) adds the squared
+frequency (`jaxinit.shared.igb_stats.per_class`); the evaluation of epoch 0 (the initial states) adds the squared
 backpropagated signal per layer and label class (`init_signals`), whose layer-1 / layer-L ratio is the
 measured chi_1^(L-1).
 """
@@ -25,21 +25,48 @@ import numpy as np
 
 from jaxinit import distributed
 from jaxinit.config import ConfigError
-from jaxinit.igb import nets, stats
+from jaxinit.shared import igb_stats as stats, nets, selection
 from jaxinit.jsonsafe import finite_or_none
 from jaxinit.models import Model
 from jaxinit.optim import SETTINGS, OptSetting
 from jaxinit.train.step import EvalBatch
 
-OPTIMIZERS = ("sgd", "momentum", "adam")
 EVAL_SETS = ("test", "train", "val")
 
 
-def setting(optimizer: str, lr: float) -> OptSetting:
-    """sgd, momentum (heavy ball, mu = 0.9) or adam (0.9, 0.999, 1e-8) at ``lr``, constant."""
-    if optimizer not in OPTIMIZERS:
-        raise ConfigError(f"unknown optimizer {optimizer!r}; choose from {', '.join(OPTIMIZERS)}")
-    return dataclasses.replace(SETTINGS[optimizer], lr=float(lr))
+def setting(optimizer: str, lr: float, l2: float | None = None) -> OptSetting:
+    """The registry's setting ``optimizer`` (`jaxinit.optim.SETTINGS`: sgd; momentum = heavy ball, mu = 0.9; adam
+    (0.9, 0.999, 1e-8); sgd_l2, ...) at the constant rate ``lr``, with coupled L2 ``l2`` where given."""
+    if optimizer not in SETTINGS:
+        raise ConfigError(f"unknown optimizer {optimizer!r}; choose from {', '.join(SETTINGS)}")
+    base = SETTINGS[optimizer]
+    return dataclasses.replace(base, lr=float(lr), l2=base.l2 if l2 is None else float(l2))
+
+
+def load_splits(data_cfg, eval_train_n: int) -> tuple[dict, int, tuple]:
+    """(flattened splits with a fixed training-evaluation subset of ``eval_train_n`` inputs (0: all), n_classes,
+    input shape) of the data set ``data_cfg`` (`jaxinit.data.load_dataset`). A validation split is required: the
+    learning rates (and the IGB study's linear baseline) are chosen on it."""
+    from jaxinit.data import load_dataset
+    ds = load_dataset(data_cfg)
+    if not ds.x_val.shape[0]:
+        raise ConfigError(f"this study needs a validation split (rates are chosen on it); --data.name="
+                          f"{data_cfg.name} gave none: raise --data.n_val or the data size")
+    flat = lambda x: x.reshape(x.shape[0], -1)
+    data = {"x_train": flat(ds.x_train), "y_train": ds.y_train, "x_val": flat(ds.x_val), "y_val": ds.y_val,
+            "x_test": flat(ds.x_test), "y_test": ds.y_test}
+    n_eval = eval_train_n or ds.x_train.shape[0]
+    data.update(x_train_eval=data["x_train"][:n_eval], y_train_eval=data["y_train"][:n_eval])
+    return data, ds.n_classes, (data["x_train"].shape[1],)
+
+
+def reported_members(points: dict[str, np.ndarray], point_lr) -> dict[str, np.ndarray]:
+    """The reported members of one case: each point's ``seeds`` seeds (0, 1, ...) at the point's chosen rate,
+    with the point's fields (theory included) repeated per member."""
+    p = np.repeat(np.arange(len(points["role"])), points["seeds"])
+    table = {k: v[p] for k, v in points.items() if k != "seeds"}
+    return {**table, "point": p, "seed": np.concatenate([np.arange(n) for n in points["seeds"]]).astype(np.int32),
+            "lr": np.asarray(point_lr, float)[p]}
 
 
 def eval_per_class(model: Model, state, batch: EvalBatch) -> dict[str, jax.Array]:
@@ -165,19 +192,21 @@ def group(name: str, optimizer: str, net: nets.Net, members: list):
     return Group(name, setting(optimizer, members[0].lr), list(members), ("igb_net", net), net.model)
 
 
-def options(*, batch_size: int, data_seed: int, strategy: str = "vmap", chunk: int = 4) -> dict:
+def options(*, batch_size: int, data_seed: int, strategy: str = "vmap", chunk: int = 4, eval_fn=None,
+            eval_key: str = "per_class") -> dict:
     """`jaxinit.train.engine.build`'s options of the study: one training step per engine epoch on the batches
     every member shares (``shared_batches``: `jaxinit.train.step.shared_order` of ``data_seed``), the per-class
-    evaluation (`eval_per_class`), no BatchNorm to calibrate (one example), no convolution."""
+    evaluation (``eval_fn``, default `eval_per_class`, compiled under ``eval_key``), no BatchNorm to calibrate (one
+    example), no convolution."""
     return dict(batch_size=batch_size, steps_per_epoch=1, strategy=strategy, chunk=chunk, calib=1,
-                shared_batches=data_seed, eval_fn=eval_per_class, eval_key="per_class", conv=False)
+                shared_batches=data_seed, eval_fn=eval_fn or eval_per_class, eval_key=eval_key, conv=False)
 
 
 def member_groups(tables: dict[str, dict], cases: dict, nets_: dict[str, nets.Net],
                   setting_of=setting) -> tuple[list, dict[int, dict]]:
     """Engine groups (one per case) of the member tables (``role``, ``point``, ``sigma_w2``, ``sigma_b2``, ``seed``,
     ``lr`` per member) and each member's row fields (global member index -> fields). ``setting_of(optimizer,
-    lr)``: the case's optimizer setting (default `setting`; the memory study adds SGD + L2)."""
+    lr)``: the case's optimizer setting (default `setting`)."""
     from jaxinit.train.engine import Group
     from jaxinit.train.members import Member
     groups, info, index = [], {}, 0
@@ -201,22 +230,28 @@ def members_of(sweep, label: str) -> list[int]:
     return [m.index for c in sweep.groups[label] for m in c.members]
 
 
-def study(t, data: dict, tables: dict[str, dict], cases: dict, nets_: dict, plan, summarize=None,
-          fingerprint: str | None = None, parts: dict | None = None, signals: int = 0):
-    """The engine's `jaxinit.train.engine.Study` of the member ``tables`` (`member_groups`) on ``data`` under the
-    study's training config ``t`` (`jaxinit.igb.config_train.TrainLoopConfig`: batch size, data seed, strategy,
-    chunk; `options`), evaluated per member (`evaluator` on `eval_sets`; with ``signals`` > 0, `init_signals` at
-    epoch 0 on the first ``signals`` training inputs), with the study's ``summarize`` hook and fingerprint."""
+def study(data: dict, tables: dict[str, dict], cases: dict, nets_: dict, plan, opts: dict, *,
+          splits: tuple[str, ...] = EVAL_SETS, setting_of=setting, summarize=None, fingerprint: str | None = None,
+          parts: dict | None = None, signals: int = 0):
+    """The engine's `jaxinit.train.engine.Study` of the member ``tables`` (`member_groups` with ``setting_of``) on
+    ``data`` with `options` ``opts``, evaluated per member (`evaluator` on the ``splits`` of `eval_sets`; with
+    ``signals`` > 0, `init_signals` at epoch 0 on the first ``signals`` training inputs), with the study's
+    ``summarize`` hook and fingerprint."""
     from jaxinit.train.engine import Study
-    sets, ds = eval_sets(data), Flat(data["x_train"], data["y_train"])
-    opts = options(batch_size=t.batch_size, data_seed=t.seed, strategy=t.strategy, chunk=t.chunk)
-    groups, info = member_groups(tables, cases, nets_)
+    sets, ds = eval_sets(data, splits), Flat(data["x_train"], data["y_train"])
+    groups, info = member_groups(tables, cases, nets_, setting_of)
     probe = None
     if signals:
         by_case = {name: nets_[f"{c.act}__d{c.depth}"] for name, c in cases.items()}
         probe = SignalProbe(by_case, data["x_train"][:signals], data["y_train"][:signals])
     return Study(ds, groups, plan, evaluator=lambda sweep: evaluator(sweep, sets, info, probe), options=opts,
                  summarize=summarize, fingerprint=fingerprint, parts=parts)
+
+
+def selection_arrays(sweep, rows: list[dict], cases: dict, grids: dict, n_seeds: int) -> dict[str, dict]:
+    """`selection.arrays` of every case in ``grids`` (case name -> its rates) from a selection run's rows."""
+    return {name: selection.arrays(case_arrays(rows, members_of(sweep, name)), lrs, len(cases[name].points["role"]),
+                                   n_seeds) for name, lrs in grids.items()}
 
 
 def build(data: dict, groups: list, plan, *, batch_size: int, data_seed: int, strategy: str = "vmap",

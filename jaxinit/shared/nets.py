@@ -59,7 +59,7 @@ def make_net(module: nn.Module, input_shape: tuple) -> Net:
 
 
 def case_nets(cases: dict, n_classes: int, input_shape: tuple) -> dict[str, Net]:
-    """One `DeepMLP` network per (activation, depth) of the trained cases (`jaxinit.igb.phases.Case`: act, depth,
+    """One `DeepMLP` network per (activation, depth) of the trained cases (`jaxinit.shared.phases.Case`: act, depth,
     width), keyed ``"<act>__d<depth>"``."""
     return {f"{c.act}__d{c.depth}": make_net(deep.DeepMLP(n_classes, c.width, c.depth, c.act), input_shape)
             for c in cases.values()}

@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import numpy as np
 
-from jaxinit.igb import train
 from jaxinit.train.engine import Plan
 
 SEED0 = 1000      # selection seeds: 1000, 1001, ... (reported runs use 0, 1, ...)
@@ -51,7 +50,7 @@ def survivors(alive_PRS) -> np.ndarray:
 def arrays(case: dict[str, np.ndarray], lrs, n_points: int, n_seeds: int) -> dict[str, np.ndarray]:
     """A case's selection at its last step as (points, rates, seeds) arrays: ``select_val_acc`` (validation;
     test where there is no validation split), ``select_test_acc``, ``select_alive``, the grid ``select_lr``,
-    and per point the chosen ``point_lr`` and ``point_rates_alive``. ``case``: `jaxinit.igb.train.case_arrays`
+    and per point the chosen ``point_lr`` and ``point_rates_alive``. ``case``: `jaxinit.shared.case_train.case_arrays`
     of the selection members."""
     lrs = rates(lrs)
     shape = (n_points, len(lrs), n_seeds)
@@ -68,30 +67,24 @@ def unselected(lrs, n_points: int) -> dict[str, np.ndarray]:
     return {"point_lr": np.full(n_points, lr), "point_rates_alive": np.full(n_points, -1)}
 
 
-def selection_study(cfg, data: dict, nets_: dict, cases: dict, make_study=None):
-    """The selection stage of every case whose optimizer has more than one rate, as one engine study (an
-    `jaxinit.igb.config_train.IGBTrainConfig` ``cfg``, `jaxinit.igb.phases.Case` ``cases``); its arrays are
-    each such case's `arrays`. No groups where no case selects. ``make_study(tables, plan, summarize)``: a
-    study's own engine study of the member tables (default `jaxinit.igb.train.study`)."""
-    grids = {name: cfg.opt.lrs(c.optimizer) for name, c in cases.items() if len(cfg.opt.lrs(c.optimizer)) > 1}
-    n_seeds, n = cfg.opt.lr_sweep_seeds, cfg.opt.lr_sweep_steps
-    tables = {name: members(cases[name].points, lrs, n_seeds) for name, lrs in grids.items()}
-
-    def summarize(sweep, rows):
-        return None, {name: arrays(train.case_arrays(rows, train.members_of(sweep, name)), lrs,
-                                   len(cases[name].points["role"]), n_seeds) for name, lrs in grids.items()}
-    plan = Plan(epochs=n, eval_every=n)
-    if make_study is not None:
-        return make_study(tables, plan, summarize)
-    return train.study(cfg.train, data, tables, cases, nets_, plan, summarize)
+def grids(cases: dict, lrs_of) -> dict[str, np.ndarray]:
+    """The cases that select (case name -> its grid, `rates`): those whose optimizer has more than one rate.
+    ``lrs_of(optimizer)``: the study's grid of an optimizer; ``cases``: `jaxinit.shared.phases.Case` by name."""
+    return {name: rates(lrs_of(c.optimizer)) for name, c in cases.items() if len(lrs_of(c.optimizer)) > 1}
 
 
-def choose_rates(cfg, data: dict, nets_: dict, cases: dict, progress: bool = True, make_study=None) -> dict[str, dict]:
-    """Per case: its `arrays` from the selection stage (`selection_study`, trained on the engine in memory) where its
-    grid has several rates, else `unselected` (its one rate)."""
-    chosen = {name: unselected(cfg.opt.lrs(c.optimizer), len(c.points["role"])) for name, c in cases.items()}
-    spec = selection_study(cfg, data, nets_, cases, make_study)
-    if spec.groups:
-        from jaxinit.train import engine
-        chosen.update(engine.fit(spec, progress=progress).arrays)
-    return chosen
+def tables(cases: dict, grids_: dict, n_seeds: int) -> dict[str, dict[str, np.ndarray]]:
+    """The selection members (`members`) of every case in ``grids_``: one engine group each."""
+    return {name: members(cases[name].points, lrs, n_seeds) for name, lrs in grids_.items()}
+
+
+def plan(steps: int) -> Plan:
+    """The selection run: ``steps`` steps, evaluated at init and at the last step."""
+    return Plan(epochs=steps, eval_every=steps)
+
+
+def chosen(cases: dict, lrs_of, selected: dict[str, dict]) -> dict[str, dict]:
+    """Per case: its selection ``arrays`` where it selected (``selected``: case name -> `arrays`), else
+    `unselected` (its one rate)."""
+    return {name: selected.get(name) or unselected(lrs_of(c.optimizer), len(c.points["role"]))
+            for name, c in cases.items()}

@@ -44,7 +44,7 @@ from typing import Hashable, Mapping, Sequence
 
 import numpy as np
 
-from jaxinit.forgetting import stats
+from jaxinit.shared import seed_stats as stats
 
 MAX_EXACT = 5040          # 7!: one seed and 7 sigma_w, or 2 seeds and 4, are enumerated exactly
 N_DRAWS = 10_000          # random arrangements otherwise: p resolves down to 1e-4
