@@ -4,7 +4,7 @@ Bassi et al. 2026 (arXiv 2505.12096) remark that rescaling the weights of a trai
 edge of chaos and helps fine-tuning. A deep tanh MLP is pretrained from the EOC init on digits 0-4 (5 classes),
 then every hidden layer's kernel is rescaled by its own factor so that the MEASURED backward factor
 |delta_1|^2 / |delta_L|^2 hits a target (0.1, 1, 10); those arms, the trained net as it is and a fresh EOC init
-are fine-tuned on digits 5-9 with a fresh readout, each at its own rate chosen on validation seeds from one
+are fine-tuned on digits 5-9 with a fresh readout, each at its own rate chosen on selection seeds from one
 grid. Library: `jaxinit.igb.rescale` (method: its docstring), `jaxinit.igb.summary_rescale` (statistics),
 presets in `jaxinit.igb.config_rescale`. Trains on the engine (`jaxinit.train`): DIR/metrics.jsonl (one row per
 evaluation and member of the reported run: arm, lr, seed, val/test acc, loss, f_max), DIR/checkpoints/,
@@ -14,14 +14,10 @@ factors).
     python -m experiments.igb_rescale --out runs/igb_rescale_cpu              # cpu preset (MNIST)
     python -m experiments.igb_rescale --preset smoke --out /tmp/igb_rescale   # tests, seconds
 
-Measured (cpu preset): 8 min 27 s wall, 455 s CPU on the shared 2-core Xeon (AVX-512; load ~5 from other
-jobs). The trained net's measured backward factor is 0.73 (median over 8 readouts; 0.57-0.83), so B = 1 is a
-mild rescaling (factors 0.98-1.19). Every arm chose SGD rate 0.03; over n = 8 seeds no rescaled arm differs
-from the un-rescaled trained net: steps to target (0.95 x ridge = 0.842) median 40-45 for all four pretrained
-arms vs 60 for a fresh EOC init; final test accuracy 0.904-0.906 (trained 0.891, one seed's SGD spike at the
-last step); paired differences vs trained (bootstrap 95 % intervals all containing 0): final accuracy
-+0.013..+0.014 (p >= 0.85), median steps to target 0..+5 (p >= 0.62), sustained absorption (p >= 0.19).
-The rescaling claim is not supported at this depth and budget (table and caveats: /tmp/notes/rescale.md).
+Selection (`jaxinit.shared.selection`): each arm's rate is the grid's lowest mean validation loss over
+``finetune.select_seeds`` seeds at ``finetune.select_horizon`` of the run, the choice at ``finetune.select_short``
+reported beside it in summary.json (``selection``, each arm's ``lr_short`` and ``lr_curve``). The README's
+measured results were made under the earlier rule (validation accuracy at the last step).
 """
 from __future__ import annotations
 

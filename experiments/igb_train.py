@@ -1,27 +1,27 @@
 """Bias meets trainability in training: which phase trains, at its own best learning rate, and how fast is its bias absorbed?
 
-Bassi et al. 2026 (arXiv 2505.12096); docs/theory.md section 5. Deep MLPs (tanh, ReLU, pooled ReLU) in the mean-field
-convention, trained from points placed by the theory's solvers (one per phase, or a sigma_w2 sweep around the
-EOC) on binarised digits (or MNIST), under the fair protocol: every point selects its own learning rate from the
-same grid on selection seeds disjoint from the reported ones, and the reported seeds train each point at its own
-rate. Library: `jaxinit.igb.train_phases` (method: its docstring); presets in `jaxinit.igb.config_train`. Trains
-on the engine (`jaxinit.train`): DIR/metrics.jsonl is appended per evaluation (one row per member: case, role,
-point, sigma_w2, sigma_b2, seed, lr, test_fmax, test_class_acc, test_class_freq, test_class_loss, ...),
-DIR/checkpoints/ every ``train.checkpoint_every`` steps (a killed run resumes to the same bytes),
-DIR/tensorboard/; at the end DIR/results/<act>__d<depth>__<optimizer>.npz, DIR/summary.json (per point: its rate
-and selection curve, sustained absorption, steps to target, trains k/n with an exact interval, Fisher p against
-the EOC, L / xi_c), DIR/run.json and DIR/figures/*.png (lr_selection, depth_over_xi, verdict, curves, ...).
+Bassi et al. 2026 (arXiv 2505.12096); docs/theory.md section 5. Deep MLPs (tanh, ReLU, pooled ReLU) in the
+mean-field convention, trained from points placed by the theory's solvers (one per phase, or a sigma_w2 sweep
+around the EOC) on binarised digits (or MNIST), under the fair protocol: every point selects its own learning rate
+from the same grid (`jaxinit.shared.selection`: the lowest mean validation loss over ``opt.select_seeds`` seeds,
+disjoint from the reported ones, at ``opt.select_horizon`` of the reported run, half at the least), and the
+reported seeds train each point at its own rate. Library: `jaxinit.igb.train_phases` (method: its docstring);
+presets in `jaxinit.igb.config_train`. Trains on the engine (`jaxinit.train`): DIR/metrics.jsonl is appended per
+evaluation (one row per member: case, role, point, sigma_w2, sigma_b2, seed, lr, test_fmax, test_class_acc,
+test_class_freq, test_class_loss, ...), DIR/checkpoints/ every ``train.checkpoint_every`` steps (a killed run
+resumes to the same bytes), DIR/tensorboard/; at the end DIR/results/<act>__d<depth>__<optimizer>.npz,
+DIR/summary.json (per case: its selection and horizons; per point: its rate beside the short horizon's and its
+selection curve, sustained absorption, steps to target, trains k/n with an exact interval, Fisher p against the
+EOC, L / xi_c), DIR/run.json and DIR/figures/*.png (lr_selection, depth_over_xi, verdict, curves, ...).
 
-    python -m experiments.igb_train --out runs/igb_train_cpu            # cpu preset (48 min on 2 cores)
-    python -m experiments.igb_train --preset xi --out runs/igb_train_xi # L / xi_c sweep (13 min)
+    python -m experiments.igb_train --out runs/igb_train_cpu            # cpu preset
+    python -m experiments.igb_train --preset xi --out runs/igb_train_xi # L / xi_c sweep
     python -m experiments.igb_train --preset smoke --out /tmp/igb_train # tests
     python -m experiments.igb_train --preset paper --out $OUT/igb_train_paper   # accelerator
     python -m experiments.igb_train --replot runs/igb_train_cpu          # figures from saved results
 
-Measured (cpu preset: tanh, depth 100, width 256, 8 seeds per point, 300 steps): the EOC trains in 8 of 8 seeds
-(final test accuracy 0.955 [0.93, 0.98]), prejudice in 2 of 8 (0.682; Fisher p = 0.007 against the EOC),
-ordered-deep and neutrality in 0 of 8, each at its own rate; across the xi preset every point with L / xi_c >= 7.3
-ends at one class and every point with L / xi_c <= 6.6 learns. README, "Bias meets trainability", has the tables.
+The README's measured verdicts were made under the earlier selection (validation accuracy after 40-60 steps,
+one seed), not the one above.
 """
 from __future__ import annotations
 

@@ -5,8 +5,8 @@ chaotic-deep, neutrality) and along a line through them at fixed sigma_b2, each 
 (the fair protocol), trained with low-LR SGD, Adam and SGD + L2 on 10-class mnist1d, on the one engine. Both
 instruments on every member: test accuracy, interpolation, kernel norms and clocks at the selected
 (best-validation) step; f_max and class frequencies on test and off-distribution Gaussian inputs, the favoured
-class and whether it survives (chance 1/10), the per-class accuracy spread, measured c and gamma at the last
-hidden layer, before and after training; the theory at init per point. Library: `jaxinit.memory` (presets in
+class and whether it survives (against its permutation null), the per-class accuracy spread, measured c and gamma
+at the last hidden layer, before and after training; the theory at init per point. Library: `jaxinit.memory` (presets in
 `jaxinit.memory.config`, method in `jaxinit.memory.study`, statistics in `jaxinit.memory.summary`). Writes
 DIR/metrics.jsonl (one row per member and evaluation: test_*, val_*, train_*, off_* metrics), DIR/summary.json
 (``members``: one record each; ``cases``: per point, the favoured-class identity test with its permutation null,
@@ -15,14 +15,13 @@ DIR/results/<case>.npz (per-member arrays), DIR/tensorboard/ and DIR/figures/*.p
 ``--replot DIR`` redraws them).
 
     python -m experiments.memory_phases --preset smoke --out /tmp/memory_phases   # tests, seconds
-    python -m experiments.memory_phases --out runs/memory_phases_cpu              # cpu preset (default), 44 min
+    python -m experiments.memory_phases --out runs/memory_phases_cpu              # cpu preset (default)
     python -m experiments.memory_phases --preset paper --out $OUT/memory_phases   # accelerator
 
-Measured (cpu preset, 165 members, 44 min 23 s on the shared 2-core machine): the class favoured at init on
-off-distribution inputs is not kept after training at any tanh point (0 of 30 members under each optimizer) and
-at chance for ReLU under SGD and Adam; off-distribution f_max falls from 0.28-0.97 at init to 0.16-0.45; the
-test-accuracy spread along the line is 12-28 pp at the selected step (p <= 1e-3 against its permutation null) and
-grows over the run, which ends at T_SGD <= 0.16. README, "Does the initial guessing bias survive training?".
+Rates: `jaxinit.shared.selection` (the lowest mean validation loss over ``opt.select_seeds`` seeds at
+``opt.select_horizon`` of the run; summary.json's ``selection`` per case and ``lr_short`` / ``lr_curve`` per point
+give the choice at the short horizon beside it). The README's measured results were made under the earlier
+selection (validation accuracy after 100 steps, one seed).
 """
 from __future__ import annotations
 

@@ -63,12 +63,12 @@ def test_presets_are_named_and_valid(module):
 def test_the_renamed_sections_parse_and_the_old_ones_are_refused():
     cfg = apply_overrides(config_train.SMOKE, [
         "--model.acts=relu", "--model.width=8", "--model.depths=4,6", "--grid.depths=4", "--opt.sgd_lr=0.1,0.3",
-        "--opt.momentum_lr=0.01", "--opt.adam_lr=1e-4", "--opt.lr_sweep_steps=2", "--opt.lr_sweep_seeds=3",
+        "--opt.momentum_lr=0.01", "--opt.adam_lr=1e-4", "--opt.select_horizon=0.75", "--opt.select_seeds=3",
         "--sweep.optimizers=momentum,sgd", "--train.steps=5", "--data.binarize=false"])
     config_train.validate(cfg)
     assert (cfg.model.acts, cfg.model.width, cfg.model.depths) == (("relu",), 8, (4, 6))
     assert cfg.opt.lrs("sgd") == (0.1, 0.3) and cfg.opt.lrs("momentum") == (0.01,) and cfg.opt.lrs("adam") == (1e-4,)
-    assert (cfg.opt.lr_sweep_steps, cfg.opt.lr_sweep_seeds) == (2, 3) and cfg.sweep.optimizers == ("momentum", "sgd")
+    assert (cfg.opt.select_horizon, cfg.opt.select_seeds) == (0.75, 3) and cfg.sweep.optimizers == ("momentum", "sgd")
     assert cfg.train.steps == 5 and cfg.data.binarize is False
     init = apply_overrides(config_init.SMOKE, ["--model.names=mlp,cnn_avg", "--model.mlp_acts=relu+maxpool",
                                                "--model.mlp_width=8", "--probe.grads=cnn_avg", "--width.phases=EOC"])

@@ -70,12 +70,17 @@ def test_igb_train_smoke_runs_optimizers_and_depths_with_per_class_fields(train_
     run = summary["tanh__d3__sgd"]
     assert [r["phase"] for r in run["phases"]] == ["ordered-deep", "EOC", "prejudice", "neutrality"]
     assert run["phases"][1]["sigma_w2"] == pytest.approx(1.986073, rel=1e-3)       # docs/theory.md oracle at sigma_b2 = 0.1
-    for row in run["phases"]:      # each point its own rate, chosen from its own selection curve
+    for row in run["phases"]:      # each point its own rate: the lowest validation loss of its selection curve
         assert row["lr"] in (0.05, 0.2) and [r["lr"] for r in row["lr_curve"]] == [0.05, 0.2]
-        best = max(row["lr_curve"], key=lambda r: (r["diverged"] == 0, r["val_acc_mean"], -r["lr"]))
-        assert row["lr"] == best["lr"]
-    adam = summary["tanh__d3__adam"]["phases"]
-    assert {r["lr"] for r in adam} == {1e-3} and all(r["lr_curve"] == [] for r in adam)
+        best = min(row["lr_curve"], key=lambda r: (r["disqualified"] > 0, r["val_loss_mean"], r["lr"]))
+        short = min(row["lr_curve"], key=lambda r: (r["disqualified_short"] > 0, r["val_loss_mean_short"], r["lr"]))
+        assert (row["lr"], row["lr_short"]) == (best["lr"], short["lr"])
+    # selected at half the reported run (6 steps) on two seeds; the choice at floor(0.2 x 6) = 1 step beside it
+    assert run["selection"] == {"criterion": "val_loss", "horizon_steps": 3, "short_steps": 1, "seeds": 2, "rates": 2,
+                                "points": 6, "changed_at_short": run["selection"]["changed_at_short"]}
+    adam = summary["tanh__d3__adam"]
+    assert {r["lr"] for r in adam["phases"]} == {1e-3} and all(r["lr_curve"] == [] for r in adam["phases"])
+    assert adam["selection"] is None and all(r["lr_short"] is None for r in adam["phases"])
     assert run["target_acc"] == pytest.approx(run["target_of_linear"] * run["linear_test_acc"])
     assert len(run["grid"]) == 2 and summary["tanh__d5__sgd"]["grid"] == []
     assert json.loads((train_run / "run.json").read_text())["status"] == "finished"   # not the last epoch's

@@ -103,10 +103,6 @@ def test_paired_statistics_find_a_shift_and_not_a_null():
     null = summ.paired(a, a[::-1], summ.mean_diff)
     assert null["diff"] == pytest.approx(0.0, abs=1e-12) and null["p_perm"] == 1.0
     assert summ.median_steps(np.array([1.0, np.nan, np.nan])) == np.inf
-    assert summ.choose_rate([[0.5, 0.5], [0.9, 0.9], [0.9, 0.9]], [[1, 1], [1, 1], [1, 1]]) == 1   # ties: smaller
-    assert summ.choose_rate([[0.5, 0.5], [0.9, 0.9]], [[1, 1], [1, 0]]) == 0                     # diverged: out
-    assert summ.choose_rate([[0.5, 0.5], [0.9, np.nan]], [[1, 1], [1, 1]]) == 0                 # NaN: out
-    assert summ.choose_rate([[0.5, 0.6], [0.9, 0.9], [0.7, 0.7]], [[1, 0], [0, 1], [1, 1]]) == 2   # best survivor
 
 
 def _run(argv):
@@ -126,8 +122,15 @@ def test_smoke_preset_writes_the_summary_of_every_arm(smoke_run):
     assert [a["arm"] for a in s["arms"]] == ["B=0.3", "B=3", "trained", "fresh_eoc"]
     assert s["task"]["readout"] == "fresh" and s["task"]["labels"] == "digit index"
     assert s["target_acc"] == pytest.approx(cfg.finetune.target_fraction * s["baseline"]["test_acc"])
-    for a in s["arms"]:
-        assert a["lr"] in cfg.opt.lrs and [r["lr"] for r in a["lr_sweep"]] == list(cfg.opt.lrs)
+    f = cfg.finetune
+    n_rates, changed = len(cfg.opt.lrs), s["selection"]["changed_at_short"]
+    assert s["selection"] == {"criterion": "val_loss", "horizon_steps": 4, "short_steps": 1, "seeds": f.select_seeds,
+                              "rates": n_rates, "points": 4, "changed_at_short": changed}
+    assert 4 >= f.steps / 2 and f.select_seeds >= 2                       # half the fine-tuning at the least
+    for a in s["arms"]:      # each arm its own rate: the lowest mean validation loss at the horizon
+        assert a["lr"] in cfg.opt.lrs and [r["lr"] for r in a["lr_curve"]] == list(cfg.opt.lrs)
+        best = min(a["lr_curve"], key=lambda r: (r["disqualified"] > 0, r["val_loss_mean"], r["lr"]))
+        assert a["lr"] == best["lr"] and a["lr_short"] in cfg.opt.lrs
         assert a["n_seeds"] == cfg.finetune.seeds == len(a["final_test_acc"]) == len(a["backward_factor_init"])
         assert {"steps_to_target_median", "steps_to_target_ci95", "steps_absorbed_median", "final_test_acc_mean",
                 "final_test_acc_ci95", "backward_factor_init", "factors_median"} <= set(a)

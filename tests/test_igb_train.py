@@ -140,48 +140,22 @@ def test_backward_factor_at_init_is_chi1_to_the_depth():
     assert measured == pytest.approx(theory, rel=0.2)
 
 
-def test_each_point_gets_its_own_best_rate_and_a_diverged_seed_disqualifies_a_rate():
-    # 3 points x 3 rates x 2 seeds, constructed so that every point's best rate differs
-    val = np.array([[[0.6, 0.7], [0.8, 0.9], [0.7, 0.7]],       # point 0: rate 1
-                    [[0.9, 0.9], [0.5, 0.6], [0.5, 0.5]],       # point 1: rate 0
-                    [[0.6, 0.6], [0.7, 0.7], [0.95, 0.99]]])    # point 2: rate 2 is best, but a seed diverged
-    alive = np.ones_like(val, bool)
-    alive[2, 2, 1] = False
-    assert selection.choose(val, alive).tolist() == [1, 0, 1]
-    assert selection.survivors(alive).tolist() == [3, 3, 2]
-    assert selection.choose(np.full((1, 2, 1), 0.5), np.ones((1, 2, 1), bool)).tolist() == [0]   # ties: smaller rate
-    # the arrays the summary reads pick the rate of each point from a case's rows laid out point-major
-    case = {"val_acc": np.stack([val.reshape(-1)]), "test_acc": np.stack([val.reshape(-1)]),
-            "alive": np.stack([alive.reshape(-1)])}
-    out = selection.arrays(case, [0.3, 0.01, 0.1], n_points=3, n_seeds=2)    # unsorted grid: sorted first
-    assert out["select_lr"].tolist() == [0.01, 0.1, 0.3] and out["point_lr"].tolist() == [0.1, 0.01, 0.1]
-
-
-def test_selection_members_are_points_by_rates_by_seeds_on_seeds_disjoint_from_the_reported_ones():
-    points = {"role": np.array(["EOC", "prejudice"]), "sigma_w2": np.array([2.0, 2.4]), "sigma_b2": np.array([.1, .1]),
-              "seeds": np.array([3, 2])}
-    m = selection.members(points, [0.1, 0.01], n_seeds=2)
-    assert m["role"].tolist() == ["EOC"] * 4 + ["prejudice"] * 4
-    assert m["lr"].tolist() == [0.01, 0.01, 0.1, 0.1] * 2 and m["seed"].tolist() == [1000, 1001] * 4
-    r = case_train.reported_members(points, [0.1, 0.01])
-    assert r["role"].tolist() == ["EOC"] * 3 + ["prejudice"] * 2 and r["seed"].tolist() == [0, 1, 2, 0, 1]
-    assert r["lr"].tolist() == [0.1] * 3 + [0.01] * 2 and r["point"].tolist() == [0, 0, 0, 1, 1]
-    assert not set(m["seed"]) & set(r["seed"])
-
-
 def test_selection_trains_every_point_at_every_rate_and_a_single_rate_is_taken_as_it_is():
     cfg = replace(config_train.SMOKE, model=config_train.MLPConfig(acts=("tanh",), width=8, depths=(3,)),
-                  opt=config_train.LrGridConfig(sgd_lr=(0.01, 0.2), adam_lr=(1e-3,), lr_sweep_steps=2, lr_sweep_seeds=2))
+                  opt=config_train.LrGridConfig(sgd_lr=(0.01, 0.2), adam_lr=(1e-3,)))
     data, n_classes, shape = study_train.load_data(cfg)
     cases = study_train.study_cases(cfg)
     assert list(selection.grids(cases, cfg.opt.lrs)) == ["tanh__d3__sgd"]      # adam has one rate: nothing to select
     chosen = study_train.choose_rates(cfg, data, nets.case_nets(cases, n_classes, shape), cases, progress=False)
     out = chosen["tanh__d3__sgd"]
     n_points = len(cases["tanh__d3__sgd"].points["role"])                # 4 phases + 2 grid points
-    assert out["select_val_acc"].shape == (n_points, 2, 2) and out["select_alive"].dtype == bool
-    assert set(out["point_lr"].tolist()) <= {0.01, 0.2}
-    np.testing.assert_array_equal(out["point_lr"], out["select_lr"][selection.choose(out["select_val_acc"],
-                                                                                     out["select_alive"])])
+    # selected at ceil(0.5 x 6) = 3 steps on two seeds, the same run read at floor(0.2 x 6) = 1 step too
+    assert out["select_horizons"].tolist() == [3, 1] and out["select_alive"].dtype == bool
+    assert out["select_val_loss"].shape == out["select_val_loss_short"].shape == (n_points, 2, 2)
+    assert not np.array_equal(out["select_val_loss"], out["select_val_loss_short"])      # two evaluations, not one
+    for tag in ("", "_short"):
+        picked = selection.choose(out[f"select_val_loss{tag}"], out[f"select_alive{tag}"])
+        np.testing.assert_array_equal(out[f"point_lr{tag}"], out["select_lr"][picked])
     assert chosen["tanh__d3__adam"]["point_lr"].tolist() == [1e-3] * 4 and "select_lr" not in chosen["tanh__d3__adam"]
     again = study_train.choose_rates(cfg, data, nets.case_nets(cases, n_classes, shape), cases, progress=False)
     np.testing.assert_array_equal(again["tanh__d3__sgd"]["point_lr"], out["point_lr"])   # deterministic selection

@@ -127,11 +127,21 @@ def test_smoke_preset_runs_end_to_end(smoke_run):
         "decay_vs_clock.png", "overlay_tanh__d3.png", "residual_vs_predicted.png"]
     sgd_l2 = [m for m in summary["members"] if m["optimizer"] == "sgd_l2"]
     assert all(m["clocks"]["T_L2"] == pytest.approx(0.02 * m["lr"] * 6) for m in sgd_l2)
+    assert case["selection"] is None and all(p["lr_short"] is None for p in case["points"])    # one rate: none
+    sgd = summary["cases"]["tanh__d3__sgd"]      # two rates x two seeds, chosen at half the run (step 3 of 6)
+    assert sgd["selection"] == {"criterion": "val_loss", "horizon_steps": 3, "short_steps": 1, "seeds": 2, "rates": 2,
+                                "points": 3, "changed_at_short": sgd["selection"]["changed_at_short"]}
+    for p in sgd["points"]:
+        best = min(p["lr_curve"], key=lambda r: (r["disqualified"] > 0, r["val_loss_mean"], r["lr"]))
+        assert p["lr"] == best["lr"] and p["lr_short"] in (0.05, 0.2)
 
 
 @pytest.mark.parametrize("argv,message", [
-    (["--train.steps=0"], "error: --phases.seeds, --train.steps, batch_size, eval_every, n_off, phase_res, "
-                          "--opt.lr_sweep_steps and lr_sweep_seeds must be >= 1"),
+    (["--train.steps=0"], "error: --phases.seeds, --train.steps, batch_size, eval_every, n_off and phase_res must be "
+                          ">= 1"),
+    (["--opt.select_horizon=0.3"], "error: --opt.select_horizon must lie in [0.5, 1] (a fraction of the reported run) "
+                                   "and --opt.select_short in [0, select_horizon), got 0.3 and 0.2"),
+    (["--opt.select_seeds=1"], "error: --opt.select_seeds must be >= 2 (seeds disjoint from the reported ones), got 1"),
     (["--phases.line=1.0"], "error: --phases.line: distinct factors > 0 other than 1 (the EOC is a phase point), "
                             "got (1.0,)"),
     (["--sweep.optimizers=sgd,lion"], "error: Error parsing --sweep.optimizers: expected one of sgd|adam|sgd_l2, "

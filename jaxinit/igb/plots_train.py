@@ -23,7 +23,7 @@ from matplotlib.ticker import NullFormatter, ScalarFormatter
 from jaxinit.igb import results as results_schema
 from jaxinit.runs import load_results
 from jaxinit.igb.summary_train import member_measures
-from jaxinit.shared import sink
+from jaxinit.shared import selection, sink
 from jaxinit.shared.phases import PHASES
 
 PHASE_COLORS = {name: f"C{i}" for i, name in enumerate(PHASES)}
@@ -158,31 +158,37 @@ def plot_verdict(results: dict[str, dict], absorb_margin: float, absorb_acc_marg
 
 
 def plot_lr_selection(results: dict[str, dict]) -> Figure:
-    """The fair protocol's selection: per case, validation accuracy at the last selection step (mean over
-    selection seeds; a rate with a diverged seed drawn hollow) against learning rate, one line per point; the
-    chosen rate circled."""
+    """The fair protocol's selection (`jaxinit.shared.selection`): per case, the validation loss at the horizon H
+    (solid) and at the short horizon h (dashed), mean over selection seeds, against learning rate, one colour per
+    point; a disqualified rate hollow, the chosen rate (at H) circled, the rate h would choose crossed."""
     cases = [(n, r) for n, r in results.items() if "select_lr" in r]
     cols = min(3, len(cases))
     rows = -(-len(cases) // cols)
     fig = Figure(figsize=(4.4 * cols, 3.2 * rows))
     axes = fig.subplots(rows, cols, squeeze=False).ravel()
     for ax, (name, r) in zip(axes, cases):
+        lrs = r["select_lr"]
         for k, (p, role) in enumerate(_phases(r)):
-            acc = np.nanmean(r["select_val_acc"][p], axis=-1)
-            ok = r["select_alive"][p].all(axis=-1)
             col = _color(role, k)
-            ax.plot(r["select_lr"], acc, "-", color=col, lw=1, label=_label(r, p))
-            ax.plot(r["select_lr"][ok], acc[ok], "o", color=col, ms=3)
-            ax.plot(r["select_lr"][~ok], acc[~ok], "o", mfc="none", color=col, ms=3)
-            chosen = np.flatnonzero(r["select_lr"] == r["point_lr"][p])
-            ax.plot(r["select_lr"][chosen], acc[chosen], "o", ms=9, mfc="none", color=col)
-        ax.set(xscale="log", xlabel="learning rate", ylabel="validation accuracy", ylim=(0.3, 1.02),
-               title=f"{r['act']}, depth {int(r['depth'])}, {r['optimizer']}")
-        ax.legend(fontsize=5)
+            for tag, style in (("", "-"), ("_short", "--")):
+                if f"select_val_loss{tag}" not in r:
+                    continue
+                loss = np.nanmean(r[f"select_val_loss{tag}"][p], axis=-1)
+                ok = selection.qualified(r[f"select_val_loss{tag}"][p][None], r[f"select_alive{tag}"][p][None])[0]
+                ax.plot(lrs, loss, style, color=col, lw=1, label=_label(r, p) if not tag else None)
+                ax.plot(lrs[ok], loss[ok], "o", color=col, ms=3)
+                ax.plot(lrs[~ok], loss[~ok], "o", mfc="none", color=col, ms=3)
+                pick = np.flatnonzero(lrs == r[f"point_lr{tag}"][p])
+                ax.plot(lrs[pick], loss[pick], "o" if not tag else "x", ms=9 if not tag else 7, mfc="none", color=col)
+        steps, short = (int(v) for v in r["select_horizons"])
+        ax.set(xscale="log", xlabel="learning rate", ylabel="validation loss",
+               title=f"{r['act']}, depth {int(r['depth'])}, {r['optimizer']}: H = {steps}, h = {short or '-'}")
+        ax.title.set_fontsize(8)
+        ax.legend(fontsize=6)
     for ax in axes[len(cases):]:
         ax.set_visible(False)
-    fig.suptitle("selection: each point's own rate (circled), mean over selection seeds (hollow: a seed diverged)",
-                 fontsize=9)
+    fig.suptitle("selection: each point's own rate (circled: lowest mean validation loss at H, solid; crossed: at h, "
+                 "dashed); hollow: a seed diverged", fontsize=9)
     fig.tight_layout()
     return fig
 

@@ -21,8 +21,8 @@ to the edge of chaos and helps fine-tuning. Conventions of docs/theory.md sectio
    rescaling target, the trained net as it is ("trained"), a fresh EOC init ("fresh_eoc"). One model serves
    every arm (`transfer_model`: a member's ``scale`` is (fresh, factors)), so the whole sweep compiles once.
    A member's seed draws its readout and its batches: arms are paired by seed. Each arm's rate is chosen from
-   one grid on validation seeds disjoint from the reported ones (`select_rates`); the reported run (`run`)
-   writes metrics.jsonl, checkpoints and summary.json (`jaxinit.igb.summary_rescale`).
+   one grid by the fair protocol's rule on selection seeds disjoint from the reported ones (`select_rates`); the
+   reported run (`run`) writes metrics.jsonl, checkpoints and summary.json (`jaxinit.igb.summary_rescale`).
 """
 from __future__ import annotations
 
@@ -43,13 +43,12 @@ from jaxinit.igb import summary_rescale as summ
 from jaxinit.igb.config_rescale import IGBRescaleConfig
 from jaxinit.models import Model, activations
 from jaxinit.models.deep import DeepMLP
-from jaxinit.shared import case_train, igb_stats as stats, nets
+from jaxinit.shared import case_train, igb_stats as stats, nets, selection
 from jaxinit.train import engine
 from jaxinit.train.engine import Group, Plan, Result, Study
 from jaxinit.train.members import Member
 from jaxinit.train.step import EvalBatch, member_streams
 
-SELECT_SEED0 = 1000     # rate-selection seeds 1000, 1001, ...; reported seeds 0, 1, ...
 TRAINED, FRESH = "trained", "fresh_eoc"
 
 
@@ -289,23 +288,20 @@ def make_arms(cfg: IGBRescaleConfig, net: nets.Net, trained: Any, phase_b: Datas
 
 def select_rates(cfg: IGBRescaleConfig, net, model: Model, phase_b: Dataset, arms: list[Arm],
                  progress: bool) -> tuple[dict[str, float], dict[str, np.ndarray]]:
-    """Each arm's rate: the grid's rate with the highest mean validation accuracy at the last step over the
-    selection seeds, a rate with a diverged member excluded, ties to the smaller (`summary_rescale.choose_rate`)."""
-    f, lrs = cfg.finetune, cfg.opt.lrs
-    seeds = SELECT_SEED0 + np.arange(f.select_seeds)
+    """Each arm's rate by the fair protocol's rule (`jaxinit.shared.selection`, the arms as its points): the lowest
+    mean validation loss over the selection seeds at ceil(``finetune.select_horizon`` x ``finetune.steps``), a rate
+    with a diverged seed excluded, ties to the smaller; also evaluated at the short horizon. Returns (arm -> rate,
+    the selection's arrays)."""
+    f, lrs = cfg.finetune, selection.rates(cfg.opt.lrs)
+    seeds = selection.SEED0 + np.arange(f.select_seeds)
+    h = selection.horizons(f.steps, f.select_horizon, f.select_short)
     members = [(a.label, lr, s) for a in arms for lr in lrs for s in seeds]
     groups, info = _groups(arms, model, ("igb_rescale", net), cfg.opt.optimizer, members, "select")
-    study = Study(phase_b, groups, Plan(epochs=f.steps, eval_every=f.steps),
-                  options(phase_b, f.batch_size, f.strategy, f.chunk), evaluator(eval_sets(phase_b, ("val",)), info))
+    study = Study(phase_b, groups, case_train.selection_plan(h), options(phase_b, f.batch_size, f.strategy, f.chunk),
+                  evaluator(eval_sets(phase_b, ("val",)), info))
     rows = engine.fit(study, progress=progress).rows
-    chosen, arrays = {}, {}
-    for g in groups:
-        c = summ.curves(rows, [m.index for m in g.members], ("val_acc",))
-        val = c["val_acc"][-1].reshape(len(lrs), len(seeds))
-        alive = c["alive"][-1].reshape(len(lrs), len(seeds))
-        chosen[g.label] = float(lrs[summ.choose_rate(val, alive)])
-        arrays[g.label] = {"val_acc": val, "alive": alive}
-    return chosen, arrays
+    arrays = selection.arrays(case_train.case_arrays(rows, list(range(len(members)))), lrs, len(arms), len(seeds), h)
+    return {a.label: float(arrays["point_lr"][i]) for i, a in enumerate(arms)}, arrays
 
 
 def init_factors(net, model: Model, arms: list[Arm], seeds, x, y) -> dict[str, np.ndarray]:
@@ -326,7 +322,7 @@ def run(cfg: IGBRescaleConfig, workdir: str | Path | None = None, *, resume: boo
     sw2, f = eoc_sigma_w2(cfg), cfg.finetune
     trained, pre_arrays = pretrain(cfg, net, phase_a, sw2, progress)
     seeds = list(range(f.seeds))
-    arms = make_arms(cfg, net, trained, phase_b, sw2, seeds + list(SELECT_SEED0 + np.arange(f.select_seeds)))
+    arms = make_arms(cfg, net, trained, phase_b, sw2, seeds + list(selection.SEED0 + np.arange(f.select_seeds)))
     model = transfer_model(net, trained, sw2, cfg.model.sigma_b2)
     chosen, select_arrays = select_rates(cfg, net, model, phase_b, arms, progress)
     x, y = phase_b.x_train[:cfg.rescale.n_calib], phase_b.y_train[:cfg.rescale.n_calib]
@@ -336,7 +332,7 @@ def run(cfg: IGBRescaleConfig, workdir: str | Path | None = None, *, resume: boo
     groups, info = _groups(arms, model, ("igb_rescale", net), cfg.opt.optimizer, members, "report")
     plan = Plan(epochs=f.steps, eval_every=f.eval_every, dense_until=f.dense_until,
                 checkpoint_every=f.checkpoint_every if workdir is not None else 0)
-    context = summ.Context(cfg, arms, chosen, select_arrays, member_factors, baseline, pre_arrays,
+    context = summ.Context(cfg, arms, select_arrays, member_factors, baseline, pre_arrays,
                            stats_share=summ.majority(phase_b.y_test), sigma_w2=sw2)
 
     def summarize(sweep, rows):

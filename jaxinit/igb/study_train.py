@@ -4,9 +4,10 @@ under the fair protocol (each point at its own learning rate).
 For every activation, depth and optimizer (a *case*, `study_cases`): (1) the case's points
 (`jaxinit.shared.phases.case_points`: one per phase, the optional ``<f>xEOC`` sweep, and for the first optimizer at
 ``grid.depths`` a (sigma_w2, sigma_b2) grid), labelled by the theory; (2) selection (`choose_rates`, the rule of
-`jaxinit.shared.selection`): every point x every rate of ``cfg.opt.<optimizer>_lr`` x ``opt.lr_sweep_seeds``
-selection seeds (1000, ...) for ``opt.lr_sweep_steps`` steps, each point's rate the best mean validation accuracy
-at the last step (a diverged seed disqualifies a rate; ties to the smaller rate); (3) reported runs: each point's
+`jaxinit.shared.selection`): every point x every rate of ``cfg.opt.<optimizer>_lr`` x ``opt.select_seeds``
+selection seeds (1000, ...) for ceil(``opt.select_horizon`` x ``train.steps``) steps, each point's rate the lowest
+mean validation loss there (a diverged seed disqualifies a rate; ties to the smaller rate), the choice at the
+short horizon ``opt.select_short`` reported beside it; (3) reported runs: each point's
 seeds 0, 1, ... at its own rate. Both stages are one engine sweep (`jaxinit.train.engine`), a case one group of
 traced members (one compile per case whatever its rates), every case on the same batches. The selection runs in
 memory (short and deterministic: a resumed run repeats it exactly); the reported stage, given a ``workdir``,
@@ -62,13 +63,13 @@ def choose_rates(cfg: IGBTrainConfig, data: dict, nets_: dict, cases: dict, prog
     """Per case its chosen rates (`jaxinit.shared.selection.chosen`): the selection runs of every case whose grid has
     several rates (`jaxinit.shared.selection.tables`), trained in memory on the engine and evaluated on every split."""
     o, t = cfg.opt, cfg.train
-    grids = selection.grids(cases, o.lrs)
+    grids, h = selection.grids(cases, o.lrs), selection.horizons(t.steps, o.select_horizon, o.select_short)
     selected = {}
     if grids:
         opts = case_train.options(batch_size=t.batch_size, data_seed=t.seed, strategy=t.strategy, chunk=t.chunk)
-        spec = case_train.study(data, selection.tables(cases, grids, o.lr_sweep_seeds), cases, nets_,
-                                selection.plan(o.lr_sweep_steps), opts, summarize=lambda sweep, rows: (
-                                    None, case_train.selection_arrays(sweep, rows, cases, grids, o.lr_sweep_seeds)))
+        tables, plan = selection.tables(cases, grids, o.select_seeds), case_train.selection_plan(h)
+        spec = case_train.study(data, tables, cases, nets_, plan, opts, summarize=lambda sweep, rows: (
+            None, case_train.selection_arrays(sweep, rows, cases, grids, o.select_seeds, h)))
         selected = engine.fit(spec, progress=progress).arrays
     return selection.chosen(cases, o.lrs, selected)
 

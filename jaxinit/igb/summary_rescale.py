@@ -9,7 +9,8 @@ Per arm: medians of step counts (never counted as later than any step; None when
 are paired (same readout draw and batches): the difference of two arms (mean of final accuracies, median of
 step counts with never censored at final_step + 1) gets a 95 % paired bootstrap interval (10,000 resamples of
 seeds, fixed generator: equal runs give equal files) and a two-sided sign-flip permutation p-value (exact
-enumeration up to 16 seeds).
+enumeration up to 16 seeds). The rate selection (the arms as the points of `jaxinit.shared.selection`) is reported
+once (``selection``) and per arm (its rate beside the short horizon's, its selection curve).
 """
 from __future__ import annotations
 
@@ -22,7 +23,7 @@ from jaxinit.igb import absorption
 from jaxinit.igb.baseline import RIDGE_ALPHAS, majority_share, ridge_accuracies, select_on_validation
 from jaxinit.intervals import t_interval
 from jaxinit.jsonsafe import to_json
-from jaxinit.shared import igb_stats as stats
+from jaxinit.shared import igb_stats as stats, selection
 
 N_BOOT = 10_000
 EXACT_MAX = 16
@@ -32,8 +33,7 @@ class Context(NamedTuple):
     """What the summary needs beside the reported run's rows (`jaxinit.igb.rescale.run`)."""
     cfg: Any
     arms: list                 # `rescale.Arm`
-    chosen: dict               # arm -> rate
-    select_arrays: dict        # arm -> {"val_acc", "alive"} (rates x selection seeds)
+    select_arrays: dict        # `jaxinit.shared.selection.arrays`, the arms as its points (in `arms` order)
     member_factors: dict       # arm -> measured backward factor per reported seed at its init (`rescale.init_factors`)
     baseline: dict             # `ridge_baseline`
     pre_arrays: dict           # pretraining curve
@@ -48,15 +48,6 @@ def curves(rows: list[dict], members: list[int], keys: tuple[str, ...]) -> dict[
     from jaxinit.shared.case_train import case_arrays
     arrays = case_arrays(rows, members)
     return {"step": arrays["step"], **{k: arrays[k] for k in keys}, "alive": arrays["alive"]}
-
-
-def choose_rate(val_acc_RS, alive_RS) -> int:
-    """Index of the rate with the highest mean validation accuracy over seeds, a rate with a diverged (or NaN)
-    member excluded, ties to the smaller rate; all excluded: the smallest rate (`jaxinit.shared.selection.choose`,
-    the fair protocol's rule, on one point, a NaN accuracy counted as diverged)."""
-    from jaxinit.shared.selection import choose
-    val, alive = np.asarray(val_acc_RS, float), np.asarray(alive_RS, bool)
-    return int(choose(val[None], (alive & np.isfinite(val))[None])[0])
 
 
 def majority(labels) -> float:
@@ -135,7 +126,7 @@ def _reported(ctx: Context, arm) -> tuple[list[int], np.ndarray]:
 
 def arm_summary(ctx: Context, arm, c: dict) -> dict:
     final = c["test_acc"][-1]
-    lrs, sel = ctx.cfg.opt.lrs, ctx.select_arrays[arm.label]
+    point = [a.label for a in ctx.arms].index(arm.label)
     init_b, (seeds, factors) = ctx.member_factors[arm.label], _reported(ctx, arm)
     rescaled = arm.target is not None
     return {"arm": arm.label, "kind": "rescaled" if rescaled else "control", "target_backward_factor": arm.target,
@@ -143,9 +134,7 @@ def arm_summary(ctx: Context, arm, c: dict) -> dict:
             "chi_per_layer": [arm.chi[s] for s in seeds] if rescaled else None,
             "factors_median": np.median(factors, axis=0).tolist() if rescaled else None,
             "factors_range": [float(factors.min()), float(factors.max())] if rescaled else None,
-            "lr": ctx.chosen[arm.label],
-            "lr_sweep": [{"lr": float(lr), "val_acc_mean": float(np.mean(sel["val_acc"][i])),
-                          "diverged": int((~sel["alive"][i]).sum())} for i, lr in enumerate(lrs)],
+            **selection.point_report(ctx.select_arrays, point),
             "n_seeds": int(final.size), "fmax0_mean": float(np.mean(c["test_fmax"][0])),
             "steps_to_target": _steps_list(c["to_target"]), "steps_to_target_median": median_steps(c["to_target"]),
             "steps_to_target_ci95": bootstrap_median_ci(c["to_target"]),
@@ -193,7 +182,8 @@ def summarize(ctx: Context, rows: list[dict], members: dict[str, list[int]]) -> 
         "model": {"act": m.act, "width": m.width, "depth": m.depth, "sigma_w2": ctx.sigma_w2, "sigma_b2": m.sigma_b2},
         "pretrain": {"steps": cfg.pretrain.steps, "lr": cfg.pretrain.lr,
                      "final_test_acc": float(ctx.pre_arrays["pretrain_test_acc"][-1])},
-        "baseline": ctx.baseline, "target_acc": target, "majority_share": ctx.stats_share, "final_step": final_step,
+        "selection": selection.report(ctx.select_arrays), "baseline": ctx.baseline, "target_acc": target,
+        "majority_share": ctx.stats_share, "final_step": final_step,
         "arms": [arm_summary(ctx, a, arrays[a.label]) for a in ctx.arms],
         "comparisons": comparisons(arrays, controls, final_step)}
     return to_json(summary), arrays

@@ -18,7 +18,7 @@ from jaxinit.igb import absorption
 from jaxinit.igb.config_train import TrainLoopConfig
 from jaxinit.intervals import binomial_interval, fisher_p, t_interval
 from jaxinit.jsonsafe import to_json
-from jaxinit.shared import igb_stats as stats
+from jaxinit.shared import igb_stats as stats, selection
 
 ROW_METRICS = ("train_acc", "train_loss", "train_fmax", "test_acc", "test_loss", "test_fmax", "val_acc")
 CLASS_METRICS = ("test_class_acc", "test_class_freq", "test_class_loss")
@@ -45,15 +45,6 @@ def _steps_summary(name: str, steps) -> dict[str, Any]:
     return {name: _as_steps(steps), f"{name}_median": censored_median(steps)}
 
 
-def _lr_curve(r: dict, p: int) -> list[dict]:
-    """The point's selection: per rate, mean validation and test accuracy over selection seeds, diverged seeds."""
-    if "select_lr" not in r:
-        return []
-    return [{"lr": float(lr), "val_acc_mean": float(np.nanmean(r["select_val_acc"][p, i])),
-             "test_acc_mean": float(np.nanmean(r["select_test_acc"][p, i])),
-             "diverged": int((~r["select_alive"][p, i]).sum())} for i, lr in enumerate(r["select_lr"])]
-
-
 def _point_row(r: dict, p: int, idx: np.ndarray, reach, absorbed, trains) -> dict[str, Any]:
     final = r["test_acc"][-1, idx]
     worst = np.nanmin(r["test_class_acc"][-1, idx], axis=-1)
@@ -61,7 +52,7 @@ def _point_row(r: dict, p: int, idx: np.ndarray, reach, absorbed, trains) -> dic
     return {"phase": str(r["point_role"][p]), "sigma_w2": float(r["point_sigma_w2"][p]),
             "sigma_b2": float(r["point_sigma_b2"][p]), "theory_phase": str(r["point_theory_phase"][p]),
             "xi_c": float(r["point_xi_c"][p]), "depth_over_xi_c": float(r["point_depth_over_xi_c"][p]),
-            "lr": float(r["point_lr"][p]), "rates_alive": int(r["point_rates_alive"][p]), "lr_curve": _lr_curve(r, p),
+            **selection.point_report(r, p),
             "n_seeds": n, "fmax0": r["test_fmax"][0, idx].tolist(), "fmax0_mean": float(r["test_fmax"][0, idx].mean()),
             **_steps_summary("steps_absorbed", absorbed[idx]), **_steps_summary("steps_to_target", reach[idx]),
             "trains": k, "trains_ci95": binomial_interval(k, n),
@@ -94,8 +85,9 @@ def member_measures(r: dict, margin: float, acc_margin: float) -> tuple[np.ndarr
 
 
 def summarize(r: dict, t: TrainLoopConfig) -> dict:
-    """One case: per point (its own rate, its selection curve, seeds' outcomes, "trains" k / n with an exact
-    interval and Fisher's p against the EOC), per grid member, the linear baseline and the target."""
+    """One case: its selection (`jaxinit.shared.selection.report`), per point (its own rate beside the short
+    horizon's, its selection curve, seeds' outcomes, "trains" k / n with an exact interval and Fisher's p against
+    the EOC), per grid member, the linear baseline and the target."""
     reach, absorbed, trains = member_measures(r, t.absorb_margin, t.absorb_acc_margin)
     rows, grid = [], []
     for p, role in enumerate(r["point_role"].tolist()):
@@ -112,7 +104,8 @@ def summarize(r: dict, t: TrainLoopConfig) -> dict:
             "target_acc": float(r["target_acc"]), "target_of_linear": t.target,
             "linear_test_acc": float(r["linear_test_acc"]), "ridge_test_acc": float(r["ridge_test_acc"]),
             "majority_share": float(r["majority_share"]), "absorb_margin": t.absorb_margin,
-            "absorb_acc_margin": t.absorb_acc_margin, "final_step": int(r["step"][-1]), "phases": rows, "grid": grid}
+            "absorb_acc_margin": t.absorb_acc_margin, "final_step": int(r["step"][-1]),
+            "selection": selection.report(r), "phases": rows, "grid": grid}
 
 
 def summarize_all(results: dict[str, dict], t: TrainLoopConfig) -> dict:

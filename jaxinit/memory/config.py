@@ -3,8 +3,8 @@
 Plain deep MLPs initialised at the phase points of `jaxinit.shared.phases` (all at ``phases.sigma_b2``, so they and
 the ``phases.line`` points x EOC lie on one line of the phase diagram), each point at its own learning rate
 (the fair protocol of `jaxinit.shared.selection`), trained with low-LR SGD, Adam and SGD + L2 on 10-class data.
-Presets: ``smoke`` (tests, seconds), ``cpu`` (default; sized to about an hour on the shared 2-core CPU from a
-measured member-step, see `CPU`), ``paper`` (accelerator, not run). Every field's docstring is what ``--help``
+Presets: ``smoke`` (tests, seconds), ``cpu`` (default; sized for the shared 2-core CPU, see `CPU`), ``paper``
+(accelerator, not run). Every field's docstring is what ``--help``
 shows. Shared keys where the concept is shared (``model.*``, ``opt.*``, ``sweep.optimizers``, ``train.*``,
 ``data.*``); ``phases.*`` is this study's own.
 """
@@ -16,6 +16,7 @@ from dataclasses import dataclass
 from typing import Literal
 
 from jaxinit.config import ConfigError, DataConfig, Preset, Presets, check_distinct_float32, check_float32, check_values
+from jaxinit.shared.selection import SelectionConfig
 
 Act = Literal["tanh", "relu"]
 Optimizer = Literal["sgd", "adam", "sgd_l2"]
@@ -54,7 +55,7 @@ class PhaseConfig:
 
 
 @dataclass(frozen=True)
-class LrGridConfig:
+class LrGridConfig(SelectionConfig):
     sgd_lr: tuple[float, ...] = (3e-3, 1e-2, 3e-2)
     """low-LR SGD rates tried at every point (one value: no selection)"""
     adam_lr: tuple[float, ...] = (1e-4, 3e-4, 1e-3)
@@ -63,10 +64,6 @@ class LrGridConfig:
     """SGD + L2 rates tried at every point (the forgetting study's larger rate with L2)"""
     l2: float = 2e-2
     """coupled L2 coefficient of sgd_l2 (jaxinit.optim.SETTINGS['sgd_l2'])"""
-    lr_sweep_steps: int = 100
-    """steps of each selection run"""
-    lr_sweep_seeds: int = 1
-    """selection seeds per (point, rate): 1000, ..., disjoint from the reported seeds"""
 
     def lrs(self, optimizer: str) -> tuple[float, ...]:
         """The rates tried for ``optimizer`` (a label of `OPTIMIZERS`)."""
@@ -122,7 +119,7 @@ class MemoryPhasesConfig:
 SMOKE = MemoryPhasesConfig(
     model=MLPConfig(acts=("tanh",), width=16, depths=(3,)),
     phases=PhaseConfig(names=("ordered-deep", "EOC", "neutrality"), seeds=2),
-    opt=LrGridConfig(sgd_lr=(0.05, 0.2), adam_lr=(1e-3,), sgd_l2_lr=(0.1,), lr_sweep_steps=3),
+    opt=LrGridConfig(sgd_lr=(0.05, 0.2), adam_lr=(1e-3,), sgd_l2_lr=(0.1,)),
     sweep=SweepConfig(optimizers=("sgd", "adam", "sgd_l2")),
     train=TrainLoopConfig(steps=6, batch_size=32, eval_every=3, eval_train_n=64, n_off=64, phase_res=8),
     data=DataConfig(name="mnist1d", normalize="sphere", n_samples=400, n_val=64, n_test=64),
@@ -130,27 +127,21 @@ SMOKE = MemoryPhasesConfig(
 CPU = MemoryPhasesConfig(
     model=MLPConfig(acts=("tanh", "relu"), width=256, depths=(10,)),
     phases=PhaseConfig(line=(0.5, 2.5), seeds=5),
-    opt=LrGridConfig(lr_sweep_steps=100, lr_sweep_seeds=1),
+    opt=LrGridConfig(),
     train=TrainLoopConfig(steps=1000, batch_size=64, eval_every=50, n_off=512),
     data=DataConfig(name="mnist1d", normalize="sphere", n_samples=4000),
 )
-"""Default; NOT RUN YET. tanh (ordered-deep, EOC, prejudice, neutrality, 0.5x and 2.5x EOC: 6 points) and relu
-(ordered-deep, EOC, chaotic-deep, 0.5x and 2.5x EOC: 5 points) at depth 10, width 256, sigma_b2 = 0.1; 5 seeds;
-SGD / Adam / SGD + L2, each point at its own rate (selection: 3 / 3 / 2 rates x 1 seed x 100 steps); 1,000
-reported steps of batch 64 (~22 passes over mnist1d's 2,880 training inputs), evaluated every 50 steps on test
-(800), validation (320), 256 training and 512 off-distribution inputs.
-
-Sizing, measured 2026-12-02 on the shared 2-core CPU (load 5-6: another engineer's runs on both cores) with
-/tmp-only timing runs of this preset's reported stage on the engine (vmap, 40 / 20 steps): one step of a case's
-members took 0.406 s for tanh + SGD (30 members: 13.5 ms per member-step) and 0.390 s for relu + Adam (25
-members: 15.6 ms); one evaluation of all four splits 2.9 s / 2.3 s (~0.1 s per member); compile ~5-6 s per group.
-At ~14.5 ms per member-step: reported 165 members x 1,000 steps = 40 min, their 21 evaluations 6 min, selection
-88 members x 100 steps 2 min, set-up and compiles ~3 min: about 51 min. 1,500 steps (first plan) would be ~75 min."""
+"""Default. tanh (ordered-deep, EOC, prejudice, neutrality, 0.5x and 2.5x EOC: 6 points) and relu (ordered-deep,
+EOC, chaotic-deep, 0.5x and 2.5x EOC: 5 points) at depth 10, width 256, sigma_b2 = 0.1; 5 seeds; SGD / Adam / SGD +
+L2, each point at its own rate (selection: 3 / 3 / 2 rates x 2 seeds x 500 steps, the choice at 200 steps reported
+beside it); 1,000 reported steps of batch 64 (~22 passes over mnist1d's 2,880 training inputs), evaluated every 50
+steps on test (800), validation (320), 256 training and 512 off-distribution inputs. Size: 165 reported members x
+1,000 steps and 176 selection members x 500 steps (member-steps, what the run's time scales with)."""
 PAPER = MemoryPhasesConfig(
     model=MLPConfig(acts=("tanh", "relu"), width=512, depths=(10, 20, 50)),
     phases=PhaseConfig(line=(0.5, 0.6, 0.85, 1.15, 1.3, 2.0, 2.5, 4.0), seeds=8),
     opt=LrGridConfig(sgd_lr=(1e-3, 3e-3, 1e-2, 3e-2), adam_lr=(3e-5, 1e-4, 3e-4, 1e-3),
-                     sgd_l2_lr=(1e-2, 3e-2, 0.1), lr_sweep_steps=500, lr_sweep_seeds=2),
+                     sgd_l2_lr=(1e-2, 3e-2, 0.1)),
     train=TrainLoopConfig(steps=20000, batch_size=128, eval_every=250, n_off=2048, eval_train_n=2000),
     data=DataConfig(name="mnist1d", normalize="sphere", n_samples=10000),
 )
@@ -158,7 +149,7 @@ PRESETS = Presets({
     "smoke": Preset(SMOKE, "tests, seconds: tanh width 16 depth 3, three phases, 2 seeds, 6 steps, "
                            "SGD / Adam / SGD+L2"),
     "cpu": Preset(CPU, "tanh and relu depth 10 width 256, every phase + a line, 5 seeds, SGD / Adam / SGD+L2 at "
-                       "their own rates, 1,000 steps on mnist1d; ~51 min here (measured member-step)"),
+                       "their own rates, 1,000 steps on mnist1d; ~65 min on 2 CPU cores (estimate)"),
     "paper": Preset(PAPER, "width 512, depths 10/20/50, 8 seeds, a dense line, 20,000 steps; accelerator, not run"),
 })
 
@@ -183,10 +174,9 @@ def validate(cfg: MemoryPhasesConfig) -> None:
     from jaxinit.shared.phases import check_names
     for act in m.acts:
         check_names(act, p.names)
-    if min(p.seeds, t.steps, t.batch_size, t.eval_every, t.n_off, t.phase_res, o.lr_sweep_steps,
-           o.lr_sweep_seeds) < 1:
-        raise ConfigError("--phases.seeds, --train.steps, batch_size, eval_every, n_off, phase_res, "
-                          "--opt.lr_sweep_steps and lr_sweep_seeds must be >= 1")
+    if min(p.seeds, t.steps, t.batch_size, t.eval_every, t.n_off, t.phase_res) < 1:
+        raise ConfigError("--phases.seeds, --train.steps, batch_size, eval_every, n_off and phase_res must be >= 1")
+    o.check("opt")
     if t.eval_train_n < 0 or t.checkpoint_every < 0:
         raise ConfigError("--train.eval_train_n and checkpoint_every must be >= 0")
     if not (math.isfinite(o.l2) and o.l2 > 0):

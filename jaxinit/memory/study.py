@@ -87,15 +87,16 @@ def make_study(cfg: MemoryPhasesConfig, data: dict, tables: dict, cases: dict, n
 
 
 def choose_rates(cfg: MemoryPhasesConfig, data: dict, nets_: dict, cases: dict, progress: bool = True) -> dict:
-    """Per case its chosen rates (`jaxinit.shared.selection.chosen`): the selection runs of every case whose grid has
-    several rates (`jaxinit.shared.selection.tables`, seeds 1000, ...), trained in memory, evaluated on test and val."""
+    """Per case its chosen rates (`jaxinit.shared.selection.chosen`, the rule there): the selection runs of every case
+    whose grid has several rates (`jaxinit.shared.selection.tables`, seeds 1000, ...), trained in memory for
+    ceil(``opt.select_horizon`` x ``train.steps``) steps, evaluated on test and val at it and at the short horizon."""
     o = cfg.opt
-    grids = selection.grids(cases, o.lrs)
+    grids, h = selection.grids(cases, o.lrs), selection.horizons(cfg.train.steps, o.select_horizon, o.select_short)
     selected = {}
     if grids:
-        spec = make_study(cfg, data, selection.tables(cases, grids, o.lr_sweep_seeds), cases, nets_,
-                          selection.plan(o.lr_sweep_steps), ("test", "val"), lambda sweep, rows: (
-                              None, case_train.selection_arrays(sweep, rows, cases, grids, o.lr_sweep_seeds)))
+        tables, plan = selection.tables(cases, grids, o.select_seeds), case_train.selection_plan(h)
+        spec = make_study(cfg, data, tables, cases, nets_, plan, ("test", "val"), lambda sweep, rows: (
+            None, case_train.selection_arrays(sweep, rows, cases, grids, o.select_seeds, h)))
         selected = engine.fit(spec, progress=progress).arrays
     return selection.chosen(cases, o.lrs, selected)
 

@@ -13,7 +13,8 @@ point lies at one sigma_b2) the forgetting study's memory statistics with their 
 (`jaxinit.shared.nulls.memory_statistics`: spread and slope over ln sigma_w2, sigma_w2 labels permuted within a
 seed) of the test accuracy and of the residual off-distribution f_max at the selected step (both x 100:
 spread in pp, slope in pp per e-fold of sigma_w2); the norm coupling
-(`jaxinit.shared.seed_stats.loglog_slopes`).
+(`jaxinit.shared.seed_stats.loglog_slopes`); the case's rate selection (`jaxinit.shared.selection.report`) and
+per point its rate beside the short horizon's, with the selection curve (`jaxinit.shared.selection.point_report`).
 """
 from __future__ import annotations
 
@@ -25,7 +26,7 @@ import numpy as np
 from jaxinit import intervals
 from jaxinit.jsonsafe import finite_or_none, to_json
 from jaxinit.memory import measures
-from jaxinit.shared import history, nulls, seed_stats as fstats
+from jaxinit.shared import history, nulls, seed_stats as fstats, selection
 
 THEORY_KEYS = ("theory_phase", "c_star", "c_L", "gamma_L", "fmax_theory", "chi1_pow", "backward_product", "xi_c",
                "depth_over_xi_c")
@@ -164,8 +165,10 @@ def summarize(rows: list[dict], cases: dict, chosen: dict, *, batch_size: int, l
     out, arrays = {}, {}
     for name, case in cases.items():
         mine = [r for r in recs if r["case"] == name]
-        out[name] = {**case_summary(mine, [r for r in rows if r["case"] == name], case, batch_size, l2),
-                     "rates_alive": to_json(chosen[name]["point_rates_alive"])}
+        out[name] = case_summary(mine, [r for r in rows if r["case"] == name], case, batch_size, l2)
+        out[name]["selection"] = selection.report(chosen[name])
+        for p, point in enumerate(out[name]["points"]):
+            point.update(selection.point_report(chosen[name], p))
         scalar = [k for k, v in mine[0].items() if isinstance(v, (int, float, bool)) or v is None]
         arrays[name] = {k: np.array([_num(r[k]) for r in mine]) for k in scalar}
     return to_json({"n_classes": n_classes, "members": recs, "cases": out}), arrays

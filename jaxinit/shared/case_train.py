@@ -25,10 +25,14 @@ import numpy as np
 
 from jaxinit import distributed
 from jaxinit.config import ConfigError
-from jaxinit.shared import igb_stats as stats, nets, selection
+from jaxinit.data import load_dataset
 from jaxinit.jsonsafe import finite_or_none
 from jaxinit.models import Model
 from jaxinit.optim import SETTINGS, OptSetting
+from jaxinit.shared import igb_stats as stats, nets, selection
+from jaxinit.train import engine
+from jaxinit.train.engine import Group, Plan, Study
+from jaxinit.train.members import Member
 from jaxinit.train.step import EvalBatch
 
 EVAL_SETS = ("test", "train", "val")
@@ -47,7 +51,6 @@ def load_splits(data_cfg, eval_train_n: int) -> tuple[dict, int, tuple]:
     """(flattened splits with a fixed training-evaluation subset of ``eval_train_n`` inputs (0: all), n_classes,
     input shape) of the data set ``data_cfg`` (`jaxinit.data.load_dataset`). A validation split is required: the
     learning rates (and the IGB study's linear baseline) are chosen on it."""
-    from jaxinit.data import load_dataset
     ds = load_dataset(data_cfg)
     if not ds.x_val.shape[0]:
         raise ConfigError(f"this study needs a validation split (rates are chosen on it); --data.name="
@@ -188,7 +191,6 @@ jax.tree_util.register_pytree_node(Flat, lambda f: ((f.x_train, f.y_train), None
 def group(name: str, optimizer: str, net: nets.Net, members: list):
     """One case as an engine group: its members (`jaxinit.train.members.Member` with ``scale`` =
     (sigma_w2, sigma_b2) and their rates), the optimizer's setting and the network (`nets.Net.model`)."""
-    from jaxinit.train.engine import Group
     return Group(name, setting(optimizer, members[0].lr), list(members), ("igb_net", net), net.model)
 
 
@@ -207,8 +209,6 @@ def member_groups(tables: dict[str, dict], cases: dict, nets_: dict[str, nets.Ne
     """Engine groups (one per case) of the member tables (``role``, ``point``, ``sigma_w2``, ``sigma_b2``, ``seed``,
     ``lr`` per member) and each member's row fields (global member index -> fields). ``setting_of(optimizer,
     lr)``: the case's optimizer setting (default `setting`)."""
-    from jaxinit.train.engine import Group
-    from jaxinit.train.members import Member
     groups, info, index = [], {}, 0
     for name, m in tables.items():
         c = cases[name]
@@ -237,7 +237,6 @@ def study(data: dict, tables: dict[str, dict], cases: dict, nets_: dict, plan, o
     ``data`` with `options` ``opts``, evaluated per member (`evaluator` on the ``splits`` of `eval_sets`; with
     ``signals`` > 0, `init_signals` at epoch 0 on the first ``signals`` training inputs), with the study's
     ``summarize`` hook and fingerprint."""
-    from jaxinit.train.engine import Study
     sets, ds = eval_sets(data, splits), Flat(data["x_train"], data["y_train"])
     groups, info = member_groups(tables, cases, nets_, setting_of)
     probe = None
@@ -248,15 +247,22 @@ def study(data: dict, tables: dict[str, dict], cases: dict, nets_: dict, plan, o
                  summarize=summarize, fingerprint=fingerprint, parts=parts)
 
 
-def selection_arrays(sweep, rows: list[dict], cases: dict, grids: dict, n_seeds: int) -> dict[str, dict]:
-    """`selection.arrays` of every case in ``grids`` (case name -> its rates) from a selection run's rows."""
+def selection_plan(h: selection.Horizons):
+    """The selection run's `jaxinit.train.engine.Plan`: ``h.steps`` steps, evaluated at init, at ``h.short`` (if
+    any) and at ``h.steps``."""
+    return Plan(epochs=h.steps, eval_every=h.steps, dense_until=h.short, dense_every=max(h.short, 1))
+
+
+def selection_arrays(sweep, rows: list[dict], cases: dict, grids: dict, n_seeds: int,
+                     h: selection.Horizons) -> dict[str, dict]:
+    """`selection.arrays` at the horizons ``h`` of every case in ``grids`` (case name -> its rates) from a selection
+    run's rows."""
     return {name: selection.arrays(case_arrays(rows, members_of(sweep, name)), lrs, len(cases[name].points["role"]),
-                                   n_seeds) for name, lrs in grids.items()}
+                                   n_seeds, h) for name, lrs in grids.items()}
 
 
 def build(data: dict, groups: list, plan, *, batch_size: int, data_seed: int, strategy: str = "vmap",
           chunk: int = 4):
     """The engine sweep of ``groups`` (`options`), without training it."""
-    from jaxinit.train import engine
     return engine.build(Flat(data["x_train"], data["y_train"]), groups, plan,
                         **options(batch_size=batch_size, data_seed=data_seed, strategy=strategy, chunk=chunk))
