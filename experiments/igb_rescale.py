@@ -16,8 +16,8 @@ factors).
 
 Selection (`jaxinit.shared.selection`): each arm's rate is the grid's lowest mean validation loss over
 ``finetune.select_seeds`` seeds at ``finetune.select_horizon`` of the run, the choice at ``finetune.select_short``
-reported beside it in summary.json (``selection``, each arm's ``lr_short`` and ``lr_curve``). The README's
-measured results were made under the earlier rule (validation accuracy at the last step).
+reported beside it in summary.json (``selection``, each arm's ``lr_short`` and ``lr_curve``). The measured results in
+docs/igb.md were made under the earlier rule (validation accuracy at the last step).
 """
 from __future__ import annotations
 
