@@ -1,10 +1,10 @@
 """jaxinit: initialization scale, memory and bias in deep networks.
 
-`load_run(dir)`: a finished run of any experiment for notebooks (`jaxinit.runs`). Importing the package
+`load_run(dir)`: a finished run of any experiment for notebooks (`jaxinit.run.runs`). Importing the package
 loads nothing else: names are imported on first use.
 """
 
-_LAZY = {"load_run": "jaxinit.runs", "Run": "jaxinit.runs"}
+_LAZY = {"load_run": "jaxinit.run.runs", "Run": "jaxinit.run.runs"}
 
 
 def __getattr__(name: str):

@@ -15,8 +15,10 @@ import numpy as np
 import pytest
 
 from experiments import forgetting as F
-from jaxinit import checkpoint, forgetting, interrupt, precision, progress
-from jaxinit.config import ConfigError, DataConfig, ModelConfig, OptConfig, SweepConfig, TrainConfig
+from jaxinit import forgetting, interrupt, precision, progress
+from jaxinit.run import checkpoint
+from jaxinit.config import DataConfig, ModelConfig, OptConfig, SweepConfig, TrainConfig
+from jaxinit.errors import ConfigError
 from jaxinit.forgetting import loop
 from jaxinit.train import engine, evaluate
 from jaxinit.train.step import StepData
@@ -89,7 +91,7 @@ def test_the_precision_is_part_of_the_compile_cache_key():
 
 def test_runs_made_before_the_new_fields_keep_their_fingerprint():
     import hashlib
-    from jaxinit import runinfo
+    from jaxinit.run import runinfo
     from jaxinit.config import to_dict
     legacy = to_dict(SMOKE)
     legacy["train"] = {k: v for k, v in legacy["train"].items()
@@ -99,7 +101,7 @@ def test_runs_made_before_the_new_fields_keep_their_fingerprint():
     assert runinfo.comparable(to_dict(SMOKE)) == legacy == runinfo.comparable(legacy)
     assert loop.config_fingerprint(SMOKE) == hashlib.sha256(json.dumps(legacy, sort_keys=True).encode()).hexdigest()
     assert runinfo.comparable(to_dict(_train(SMOKE, precision="bf16")))["train"]["precision"] == "bf16"
-    from jaxinit.config import from_dict
+    from jaxinit.run.config_parse import from_dict
     from jaxinit.forgetting import ForgettingConfig
     assert from_dict(ForgettingConfig, json.loads(json.dumps(legacy))) == SMOKE   # its config.json still reads
     legacy["data"]["binarize"] = True                                             # never a forgetting value
@@ -290,7 +292,7 @@ def test_training_in_memory_needs_none_of_the_optional_packages():
                       train=replace(cfg.train, checkpoint_every=0, precision="bf16"))
         forgetting.validate(cfg)
         res = forgetting.fit(cfg)
-        import jaxinit.checkpoint, jaxinit.train.sink      # importable; orbax only when saving
+        import jaxinit.run.checkpoint, jaxinit.run.sink      # importable; orbax only when saving
         loaded = sorted(m for m in sys.modules if m.split(".")[0] in BLOCKED)
         print("members", len(res.summary["members"]), "loaded", loaded)
     """)

@@ -21,7 +21,7 @@ import pytest
 
 from experiments import forgetting, igb_init
 from jaxinit import distributed
-from jaxinit.config import ConfigError
+from jaxinit.errors import ConfigError
 
 ROOT = Path(__file__).resolve().parents[1]
 ARGS = ["--preset", "smoke", "--sweep.sigma_w=0.5,1,1.5,2", "--data.name=gaussian", "--data.n_samples=1000",

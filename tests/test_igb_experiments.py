@@ -8,7 +8,8 @@ import numpy as np
 import pytest
 
 from experiments import igb_init, igb_train
-from jaxinit import cli, files, igb
+from jaxinit import igb
+from jaxinit.run import cli, files
 from jaxinit.igb import config_init, config_train
 
 

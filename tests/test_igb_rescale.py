@@ -10,7 +10,7 @@ import numpy as np
 import pytest
 
 from experiments import igb_rescale
-from jaxinit import cli
+from jaxinit.run import cli
 from jaxinit.data import Dataset
 from jaxinit.igb import nets, rescale
 from jaxinit.igb import summary_rescale as summ

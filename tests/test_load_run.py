@@ -10,7 +10,7 @@ import numpy as np
 import pytest
 
 import jaxinit
-from jaxinit.config import ConfigError
+from jaxinit.errors import ConfigError
 
 ROOT = Path(__file__).resolve().parents[1]
 # Each experiment's smallest preset, as a user runs it (phase_diagram without its speed comparison).
@@ -148,7 +148,7 @@ def test_what_is_not_a_run_is_one_line(tmp_path):
 
 
 def test_unknown_configs_and_recorded_experiments():
-    from jaxinit.runs import experiment_of
+    from jaxinit.run.registry import experiment_of
     assert experiment_of({"data": {}, "model": {}}, {}) is None
     assert experiment_of({"sweep": {}, "analysis": {}}, {"experiment": "memory_phases"}) == "memory_phases"
 

@@ -10,7 +10,8 @@ import numpy as np
 import pytest
 
 from experiments import memory_phases
-from jaxinit import cli, memory
+from jaxinit import memory
+from jaxinit.run import cli
 from jaxinit.igb import nets
 from jaxinit.memory import measures, study
 from jaxinit.models.deep import DeepMLP

@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 
 from experiments import phase_diagram as main_module
-from jaxinit import cli
+from jaxinit.run import cli
 from jaxinit.igb import config_phase, phase_baseline, phase_diagram as pd
 
 

@@ -21,7 +21,7 @@ from pathlib import Path
 
 import numpy as np
 
-from jaxinit.config import ConfigError
+from jaxinit.errors import ConfigError
 from jaxinit.data.checks import Raw, as_labels, as_pixels, check_image_shape, check_same_length, reason
 from jaxinit.data import mnist_pickle
 from jaxinit.data.cifar import CIFAR, read_cifar

@@ -12,7 +12,7 @@ resume, strategies and devices are the engine's.
 With a `workdir`, metrics rows go to `metrics.jsonl` (appended and fsync-ed per evaluation), the
 member-stacked state to orbax checkpoints (`checkpoint_every` epochs, verified on restore), and the
 summary to `summary.json` at the end; `resume=True` continues from the newest usable checkpoint,
-regenerating or refusing damaged metrics rows (`jaxinit.train.sink`); a finished run without checkpoints is
+regenerating or refusing damaged metrics rows (`jaxinit.run.sink`); a finished run without checkpoints is
 re-summarised from metrics.jsonl (its `Result.states` are then the initial states). The run's
 fingerprint -- config, numeric environment and a user's ``model`` (`jaxinit.runinfo`) -- is recorded
 at the start and a resume under another one is refused in one line. The loop is step-major (every
@@ -39,13 +39,14 @@ from typing import Any
 import numpy as np
 
 from jaxinit import data as data_lib
-from jaxinit import runinfo
-from jaxinit.config import ConfigError
+from jaxinit.run import runinfo
+from jaxinit.errors import ConfigError
 from jaxinit.forgetting import memory
 from jaxinit.optim import HEAVY_BALL_KINDS, resolve_setting
-from jaxinit.runinfo import config_fingerprint  # noqa: F401  (loop.config_fingerprint: the run's, as before)
 from jaxinit.train import engine, evaluate
-from jaxinit.train.engine import Plan, Result, Sweep
+from jaxinit.train.engine import Plan, Sweep
+from jaxinit.result import Result
+from jaxinit.run.sink import writer_for
 from jaxinit.train.evaluate import member_learning_rates
 from jaxinit.train.members import make_groups
 from jaxinit.train.timing import Clock
@@ -58,7 +59,7 @@ def fit(cfg, workdir: str | Path | None = None, model=None, *, resume: bool = Fa
     one line per epoch on a stderr that is not one."""
     clock = Clock()           # the run's set-up (run.json's setup_s) starts with loading the data
     spec = study(cfg, model)
-    return engine.fit(spec, workdir, resume=resume, progress=progress, clock=clock)
+    return engine.fit(spec, writer_for(workdir, resume=resume), progress=progress, clock=clock)
 
 
 def study(cfg, model=None, ds=None, steps_per_epoch: int | None = None) -> engine.Study:

@@ -18,7 +18,7 @@ from matplotlib.ticker import NullFormatter, ScalarFormatter
 
 from jaxinit.igb import results as results_schema
 from jaxinit.igb import sink
-from jaxinit.runs import load_results
+from jaxinit.run.runs import load_results
 from jaxinit.igb.probe import GROUPS
 from jaxinit.igb.study_init import WIDTH_CASE
 

@@ -22,7 +22,7 @@ from matplotlib.ticker import NullFormatter, ScalarFormatter
 
 from jaxinit.igb import results as results_schema
 from jaxinit.igb import sink
-from jaxinit.runs import load_results
+from jaxinit.run.runs import load_results
 from jaxinit.igb.phases import PHASES
 from jaxinit.igb.summary_train import member_measures
 

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from jaxinit import runinfo
+from jaxinit.run import runinfo
 from jaxinit.igb import baseline as baseline_lib
 from jaxinit.igb import summary_train, train
 from jaxinit.igb import results as results_schema

@@ -93,5 +93,5 @@ def choose_rates(cfg, data: dict, nets_: dict, cases: dict, progress: bool = Tru
     spec = selection_study(cfg, data, nets_, cases, make_study)
     if spec.groups:
         from jaxinit.train import engine
-        chosen.update(engine.fit(spec, progress=progress).arrays)
+        chosen.update(engine.fit(spec, stage="selection", progress=progress).arrays)
     return chosen

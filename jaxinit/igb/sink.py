@@ -13,8 +13,8 @@ from pathlib import Path
 from typing import Any, Callable
 
 from jaxinit.progress import Progress
-from jaxinit.rundir import Manifest
-from jaxinit.runs import RESULTS
+from jaxinit.run.manifest import Manifest
+from jaxinit.run.runs import RESULTS
 
 
 def results_dir(out: Path) -> Path:

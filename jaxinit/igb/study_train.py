@@ -19,11 +19,12 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from jaxinit.config import ConfigError
+from jaxinit.errors import ConfigError
 from jaxinit.igb import nets, phases, reported, selection
 from jaxinit.igb.config_train import IGBTrainConfig
 from jaxinit.train import engine
-from jaxinit.train.engine import Result
+from jaxinit.result import Result
+from jaxinit.run.sink import writer_for
 
 
 def load_data(cfg: IGBTrainConfig) -> tuple[dict, int, tuple]:
@@ -57,4 +58,4 @@ def train_phases(cfg: IGBTrainConfig, workdir: str | Path | None = None, *, resu
     nets_ = nets.case_nets(cases, n_classes, shape)
     chosen = selection.choose_rates(cfg, data, nets_, cases, progress)
     spec = reported.reported_study(cfg, data, nets_, cases, chosen, checkpoints=workdir is not None)
-    return engine.fit(spec, workdir, resume=resume, progress=progress)
+    return engine.fit(spec, writer_for(workdir, resume=resume), stage="reported", progress=progress)

@@ -24,7 +24,7 @@ import jax.numpy as jnp
 import numpy as np
 
 from jaxinit import distributed
-from jaxinit.config import ConfigError
+from jaxinit.errors import ConfigError
 from jaxinit.igb import nets, stats
 from jaxinit.jsonsafe import finite_or_none
 from jaxinit.models import Model
@@ -161,7 +161,7 @@ jax.tree_util.register_pytree_node(Flat, lambda f: ((f.x_train, f.y_train), None
 def group(name: str, optimizer: str, net: nets.Net, members: list):
     """One case as an engine group: its members (`jaxinit.train.members.Member` with ``scale`` =
     (sigma_w2, sigma_b2) and their rates), the optimizer's setting and the network (`nets.Net.model`)."""
-    from jaxinit.train.engine import Group
+    from jaxinit.train.members import Group
     return Group(name, setting(optimizer, members[0].lr), list(members), ("igb_net", net), net.model)
 
 
@@ -178,7 +178,7 @@ def member_groups(tables: dict[str, dict], cases: dict, nets_: dict[str, nets.Ne
     """Engine groups (one per case) of the member tables (``role``, ``point``, ``sigma_w2``, ``sigma_b2``, ``seed``,
     ``lr`` per member) and each member's row fields (global member index -> fields). ``setting_of(optimizer,
     lr)``: the case's optimizer setting (default `setting`; the memory study adds SGD + L2)."""
-    from jaxinit.train.engine import Group
+    from jaxinit.train.members import Group
     from jaxinit.train.members import Member
     groups, info, index = [], {}, 0
     for name, m in tables.items():

@@ -18,13 +18,15 @@ from pathlib import Path
 import jax
 import numpy as np
 
-from jaxinit import runinfo
+from jaxinit.run import runinfo
 from jaxinit.igb import nets, phases, reported, selection, train
 from jaxinit.memory import measures, summary as summary_lib
 from jaxinit.memory.config import MemoryPhasesConfig
 from jaxinit.optim import SETTINGS, OptSetting
 from jaxinit.train import engine
-from jaxinit.train.engine import Plan, Result, Study
+from jaxinit.train.engine import Plan, Study
+from jaxinit.result import Result
+from jaxinit.run.sink import writer_for
 
 OFF_STREAM = 0x0ff      # fold_in tag of the off-distribution inputs' key
 
@@ -119,4 +121,4 @@ def fit(cfg: MemoryPhasesConfig, workdir: str | Path | None = None, *, resume: b
     nets_ = nets.case_nets(cases, n_classes, shape)
     chosen = choose_rates(cfg, data, nets_, cases, progress)
     spec = reported_study(cfg, data, nets_, cases, chosen, n_classes, checkpoints=workdir is not None)
-    return engine.fit(spec, workdir, resume=resume, progress=progress)
+    return engine.fit(spec, writer_for(workdir, resume=resume), stage="reported", progress=progress)
