@@ -22,12 +22,11 @@ from pathlib import Path
 
 from jaxinit.run import cli, files, runinfo
 from jaxinit.errors import ConfigError
-from jaxinit.forgetting import PRESETS, ForgettingConfig, fit, validate
+from jaxinit.forgetting import PRESETS, ForgettingConfig, fit, tables, validate
 from jaxinit.forgetting.loop import check_setup
 
 
 def main(cfg: ForgettingConfig, out: Path, resume: bool) -> None:
-    from jaxinit.forgetting import tables
     res = fit(cfg, out, resume=resume)
     if res.summary is None:   # several hosts: process 0 writes the results
         return
@@ -39,7 +38,7 @@ def main(cfg: ForgettingConfig, out: Path, resume: bool) -> None:
 def draw_figures(out: Path) -> list[Path]:
     """The figures from the files just written, recorded as the run's own. A file damaged meanwhile
     (metrics.jsonl cut mid-line by another process) is one line: summary.json already holds the results."""
-    from jaxinit.forgetting import plotting
+    from jaxinit.forgetting import plotting    # matplotlib only where figures are drawn (not for --help)
     files.check_inside(out, out / "figures")     # a figures/ linked out of the run is never written through
     try:
         return runinfo.record_written(out, plotting.make_all(out))

@@ -26,10 +26,10 @@ import numpy as np
 from jaxinit.run import cli
 from jaxinit.igb import phase_diagram as pd
 from jaxinit.igb.config_phase import PRESETS, PhaseDiagramConfig, validate
+from theory import phase
 
 
 def main(cfg: PhaseDiagramConfig, out: Path, resume: bool) -> None:
-    from theory import phase
     t0 = time.perf_counter()
     result = pd.phase_diagrams(cfg)
     if result.timing is not None:
