@@ -162,3 +162,9 @@ def test_override_refuses_in_one_line(item, fragment):
 def test_override_wants_strings_or_mappings():
     with pytest.raises(TypeError, match="a 'key=value' string or a mapping"):
         override(fconfig.SMOKE, 3)
+
+
+def test_a_notebook_finds_override_on_the_package():
+    import jaxinit
+    assert jaxinit.override is override and "override" in jaxinit.__all__
+    assert jaxinit.override(fconfig.SMOKE, "train.epochs=5").train.epochs == 5

@@ -2,7 +2,6 @@
 and the notebook API (in memory, no file)."""
 import json
 import os
-from dataclasses import replace
 
 import numpy as np
 import pytest
@@ -14,7 +13,7 @@ from jaxinit.igb import config_init, config_train
 
 
 def _run(module, argv):
-    return cli.run(replace(module.EXPERIMENT, default_out="unused"), argv)
+    return cli.run(module.EXPERIMENT, argv)
 
 
 @pytest.fixture(scope="module")

@@ -249,31 +249,38 @@ def test_the_graph_holds_every_module_and_both_kinds_of_import():
 
 
 def test_no_import_cycle():
-    assert module_cycles(HOUSE) == []
+    found = module_cycles(HOUSE)
+    assert found == [], "\n".join(map(str, found))
 
 
 def test_no_import_goes_up_a_floor():
-    assert room_cycles(HOUSE) == []
+    found = room_cycles(HOUSE)
+    assert found == [], "\n".join(map(str, found))
 
 
 def test_the_engine_imports_nothing_of_the_run_wing():
-    assert crossings(HOUSE, "jaxinit.train", "jaxinit.run") == []
+    found = crossings(HOUSE, "jaxinit.train", "jaxinit.run")
+    assert found == [], "\n".join(map(str, found))
 
 
 def test_theory_imports_nothing_of_jaxinit():
-    assert crossings(HOUSE, "theory", "jaxinit") == []
+    found = crossings(HOUSE, "theory", "jaxinit")
+    assert found == [], "\n".join(map(str, found))
 
 
 def test_no_study_folder_imports_another():
-    assert study_crossings(HOUSE) == []
+    found = study_crossings(HOUSE)
+    assert found == [], "\n".join(map(str, found))
 
 
 def test_no_module_hands_on_another_modules_names():
-    assert reexports(HOUSE) == []
+    found = reexports(HOUSE)
+    assert found == [], "\n".join(map(str, found))
 
 
 def test_names_are_imported_from_where_they_are_defined():
-    assert borrowed(HOUSE) == []
+    found = borrowed(HOUSE)
+    assert found == [], "\n".join(map(str, found))
 
 
 # --------------------------------------------------------------------------- every check can fail

@@ -20,7 +20,7 @@ N_CLASSES = 10
 
 
 def _run(argv):
-    return cli.run(replace(memory_phases.EXPERIMENT, default_out="unused"), argv)
+    return cli.run(memory_phases.EXPERIMENT, argv)
 
 
 def _off(n=512, d=40, q0=1.0):

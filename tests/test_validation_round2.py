@@ -23,7 +23,7 @@ from jaxinit.igb import results as results_schema
 
 
 def _cli(module, config_module, config_cls, argv):
-    return cli.run(replace(module.EXPERIMENT, default="smoke", default_out="unused", prepare=None), argv)
+    return cli.run(replace(module.EXPERIMENT, default="smoke", prepare=None), argv)
 
 
 RUNNERS = {
