@@ -242,6 +242,10 @@ def borrowed(tree: Tree) -> list[str]:
 HOUSE = read_tree(ROOT)
 
 
+def _none(found: list) -> None:
+    assert found == [], "\n".join(map(str, found))
+
+
 def test_the_graph_holds_every_module_and_both_kinds_of_import():
     assert {"jaxinit.train.engine", "jaxinit.run.cli", "theory.meanfield", "experiments.forgetting"} <= set(HOUSE.modules)
     kinds = {e.local for e in HOUSE.edges}
@@ -249,38 +253,31 @@ def test_the_graph_holds_every_module_and_both_kinds_of_import():
 
 
 def test_no_import_cycle():
-    found = module_cycles(HOUSE)
-    assert found == [], "\n".join(map(str, found))
+    _none(module_cycles(HOUSE))
 
 
 def test_no_import_goes_up_a_floor():
-    found = room_cycles(HOUSE)
-    assert found == [], "\n".join(map(str, found))
+    _none(room_cycles(HOUSE))
 
 
 def test_the_engine_imports_nothing_of_the_run_wing():
-    found = crossings(HOUSE, "jaxinit.train", "jaxinit.run")
-    assert found == [], "\n".join(map(str, found))
+    _none(crossings(HOUSE, "jaxinit.train", "jaxinit.run"))
 
 
 def test_theory_imports_nothing_of_jaxinit():
-    found = crossings(HOUSE, "theory", "jaxinit")
-    assert found == [], "\n".join(map(str, found))
+    _none(crossings(HOUSE, "theory", "jaxinit"))
 
 
 def test_no_study_folder_imports_another():
-    found = study_crossings(HOUSE)
-    assert found == [], "\n".join(map(str, found))
+    _none(study_crossings(HOUSE))
 
 
 def test_no_module_hands_on_another_modules_names():
-    found = reexports(HOUSE)
-    assert found == [], "\n".join(map(str, found))
+    _none(reexports(HOUSE))
 
 
 def test_names_are_imported_from_where_they_are_defined():
-    found = borrowed(HOUSE)
-    assert found == [], "\n".join(map(str, found))
+    _none(borrowed(HOUSE))
 
 
 # --------------------------------------------------------------------------- every check can fail
