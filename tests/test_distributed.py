@@ -156,7 +156,7 @@ def test_two_processes_write_the_four_device_files_byte_for_byte_and_resume(tmp_
     assert run["processes"] == 2 and run["devices"] == 4
 
     # Resume on two processes from the epoch-1 checkpoint they wrote together: the same files again.
-    # Checkpoints are named by global step (jaxinit.checkpoint); metrics rows carry it per epoch.
+    # Checkpoints are named by global step (jaxinit.run.checkpoint); metrics rows carry it per epoch.
     # (A diverged member's step counter freezes, hence the max over members.)
     rows = [json.loads(line) for line in (two / "metrics.jsonl").read_text().splitlines()]
     end_of = {e: max(r["step"] for r in rows if r["epoch"] == e) for e in (1, 2)}

@@ -171,7 +171,7 @@ class RunFiles:
         if self.writer:
             files.check_inside(self.out, self.metrics)
             append_rows(self.metrics, rows)
-            tensorboard.write_rows(self.out, rows)     # the same rows as TensorBoard events (jaxinit.tensorboard)
+            tensorboard.write_rows(self.out, rows)     # the same rows as TensorBoard events (jaxinit.run.tensorboard)
 
     def save(self, states, epoch: int, step_in_epoch: int) -> None:
         if self.ckpt is None:
