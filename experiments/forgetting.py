@@ -20,37 +20,35 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from jaxinit import cli, files, rundir
-from jaxinit.config import ConfigError
-from jaxinit.forgetting import PRESETS, ForgettingConfig, fit, validate
+from jaxinit.run import cli, files, runinfo
+from jaxinit.errors import ConfigError
+from jaxinit.forgetting import PRESETS, ForgettingConfig, fit, tables, validate
 from jaxinit.forgetting.loop import check_setup
 
 
 def main(cfg: ForgettingConfig, out: Path, resume: bool) -> None:
-    from jaxinit.forgetting import memory
     res = fit(cfg, out, resume=resume)
     if res.summary is None:   # several hosts: process 0 writes the results
         return
-    rundir.write_run_info(out, res.timing)
-    print(memory.markdown_table(res.summary))
+    runinfo.write_run_info(out, res.timing)
+    print(tables.markdown_table(res.summary))
     draw_figures(out)
 
 
 def draw_figures(out: Path) -> list[Path]:
     """The figures from the files just written, recorded as the run's own. A file damaged meanwhile
     (metrics.jsonl cut mid-line by another process) is one line: summary.json already holds the results."""
-    from jaxinit.forgetting import plotting
+    from jaxinit.forgetting import plotting    # matplotlib only where figures are drawn (not for --help)
     files.check_inside(out, out / "figures")     # a figures/ linked out of the run is never written through
     try:
-        return rundir.record_written(out, plotting.make_all(out))
+        return runinfo.record_written(out, plotting.make_all(out))
     except (ValueError, OSError) as err:
         raise ConfigError(f"figures not drawn: {str(err).splitlines()[0][:160] if str(err) else type(err).__name__}; "
                           f"summary.json is written; redraw with python -m jaxinit.forgetting.plotting "
                           f"{files.safe_path(out)}") from None
 
 
-EXPERIMENT = cli.Experiment(prog="experiments.forgetting", doc=__doc__, presets=PRESETS, default="cpu", main=main,
-                            default_out="runs/forgetting", validate=validate, prepare=check_setup, multihost=True)
+EXPERIMENT = cli.Experiment(name="forgetting", doc=__doc__, presets=PRESETS, default="cpu", main=main, validate=validate, prepare=check_setup, multihost=True)
 
 
 def run(argv: list[str] | None = None) -> int:

@@ -31,8 +31,10 @@ from __future__ import annotations
 import time
 from pathlib import Path
 
-from jaxinit import cli, rundir
-from jaxinit.runs import load_results
+from jaxinit.run import cli, runinfo
+from jaxinit.run.manifest import Manifest
+
+from jaxinit.run.runs import load_results
 from jaxinit.igb.config_init import PRESETS, IGBInitConfig, validate
 from jaxinit.igb.plots_init import plot_init_results as plot_all
 from jaxinit.igb.study_init import probe_init
@@ -44,8 +46,8 @@ def main(cfg: IGBInitConfig, out: Path, resume: bool) -> None:
     import jax
     t0 = time.time()
     result = probe_init(cfg, on_case=sink.announcing_saver(out), cached=load_results(out) if resume else None)
-    rundir.Manifest(out).write_json(out / "summary.json", result.summary)
-    rundir.write_run_info(out, {"seconds_total": round(time.time() - t0, 1), "seconds_per_case": result.timing["seconds_per_case"],
+    Manifest(out).write_json(out / "summary.json", result.summary)
+    runinfo.write_run_info(out, {"seconds_total": round(time.time() - t0, 1), "seconds_per_case": result.timing["seconds_per_case"],
                                         "platform": jax.default_backend()})
     for name, rows in result.summary["cases"].items():
         print(f"{name}: " + "; ".join(f"sw2={r['sigma_w2']:g},sb2={r['sigma_b2']:g}: fmax2 {r['fmax2']:.3f}" for r in rows))
@@ -53,8 +55,7 @@ def main(cfg: IGBInitConfig, out: Path, resume: bool) -> None:
         print(f"figure {path}")
 
 
-EXPERIMENT = cli.Experiment(prog="experiments.igb_init", doc=__doc__, presets=PRESETS, default="cpu", main=main,
-                            default_out="runs/igb_init_cpu", validate=validate, replot=plot_all)
+EXPERIMENT = cli.Experiment(name="igb_init", doc=__doc__, presets=PRESETS, default="cpu", main=main, validate=validate, replot=plot_all)
 
 
 def run(argv: list[str] | None = None) -> int:

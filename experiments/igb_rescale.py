@@ -25,7 +25,7 @@ from pathlib import Path
 
 import numpy as np
 
-from jaxinit import cli
+from jaxinit.run import cli
 from jaxinit.igb import rescale
 from jaxinit.igb import summary_rescale as summ
 from jaxinit.igb.config_rescale import PRESETS, IGBRescaleConfig, validate
@@ -46,8 +46,7 @@ def main(cfg: IGBRescaleConfig, out: Path, resume: bool) -> None:
     print(summ.comparison_table(result.summary), flush=True)
 
 
-EXPERIMENT = cli.Experiment(prog="experiments.igb_rescale", doc=__doc__, presets=PRESETS, default="cpu", main=main,
-                            default_out="runs/igb_rescale_cpu", validate=validate, prepare=rescale.check_setup)
+EXPERIMENT = cli.Experiment(name="igb_rescale", doc=__doc__, presets=PRESETS, default="cpu", main=main, validate=validate, prepare=rescale.check_setup)
 
 
 def run(argv: list[str] | None = None) -> int:

@@ -27,7 +27,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from jaxinit import cli
+from jaxinit.run import cli
 from jaxinit.igb.config_train import PRESETS, IGBTrainConfig, validate
 from jaxinit.igb.plots_train import plot_train_results as plot_all
 from jaxinit.igb.study_train import check_setup as prepare, train_phases
@@ -54,8 +54,7 @@ def main(cfg: IGBTrainConfig, out: Path, resume: bool) -> None:
         print(f"figure {path}")
 
 
-EXPERIMENT = cli.Experiment(prog="experiments.igb_train", doc=__doc__, presets=PRESETS, default="cpu", main=main,
-                            default_out="runs/igb_train_cpu", validate=validate, prepare=prepare, replot=plot_all)
+EXPERIMENT = cli.Experiment(name="igb_train", doc=__doc__, presets=PRESETS, default="cpu", main=main, validate=validate, prepare=prepare, replot=plot_all)
 
 
 def run(argv: list[str] | None = None) -> int:

@@ -27,7 +27,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from jaxinit import cli
+from jaxinit.run import cli
 from jaxinit.memory.figures import plot_all
 from jaxinit.memory.config import PRESETS, MemoryPhasesConfig, validate
 from jaxinit.memory.study import check_setup, fit
@@ -61,8 +61,8 @@ def _f(v) -> str:
     return "-" if v is None else f"{v:.3f}"
 
 
-EXPERIMENT = cli.Experiment(prog="experiments.memory_phases", doc=__doc__, presets=PRESETS, default="cpu",
-                            main=main, default_out="runs/memory_phases_cpu", validate=validate, prepare=check_setup,
+EXPERIMENT = cli.Experiment(name="memory_phases", doc=__doc__, presets=PRESETS, default="cpu",
+                            main=main, validate=validate, prepare=check_setup,
                             replot=plot_all)
 
 

@@ -23,13 +23,13 @@ from pathlib import Path
 
 import numpy as np
 
-from jaxinit import cli
+from jaxinit.run import cli
 from jaxinit.igb import phase_diagram as pd
 from jaxinit.igb.config_phase import PRESETS, PhaseDiagramConfig, validate
+from theory import phase
 
 
 def main(cfg: PhaseDiagramConfig, out: Path, resume: bool) -> None:
-    from theory import phase
     t0 = time.perf_counter()
     result = pd.phase_diagrams(cfg)
     if result.timing is not None:
@@ -45,8 +45,7 @@ def main(cfg: PhaseDiagramConfig, out: Path, resume: bool) -> None:
     print(f"phase diagrams done in {time.perf_counter() - t0:.1f} s")
 
 
-EXPERIMENT = cli.Experiment(prog="experiments.phase_diagram", doc=__doc__, presets=PRESETS, default="cpu", main=main,
-                            default_out="runs/phase_diagram", validate=validate, replot=pd.replot)
+EXPERIMENT = cli.Experiment(name="phase_diagram", doc=__doc__, presets=PRESETS, default="cpu", main=main, validate=validate, replot=pd.replot)
 
 
 def run(argv: list[str] | None = None) -> int:

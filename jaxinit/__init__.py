@@ -1,10 +1,11 @@
 """jaxinit: initialization scale, memory and bias in deep networks.
 
-`load_run(dir)`: a finished run of any experiment for notebooks (`jaxinit.runs`). Importing the package
-loads nothing else: names are imported on first use.
+For notebooks: `load_run(dir)`, a finished run of any experiment (`jaxinit.run.runs`), and `override(cfg,
+"train.epochs=3", ...)`, a config with the command line's overrides (`jaxinit.run.config_parse`). Importing
+the package loads nothing else: names are imported on first use.
 """
 
-_LAZY = {"load_run": "jaxinit.runs", "Run": "jaxinit.runs"}
+_LAZY = {"load_run": "jaxinit.run.runs", "Run": "jaxinit.run.runs", "override": "jaxinit.run.config_parse"}
 
 
 def __getattr__(name: str):
@@ -14,4 +15,4 @@ def __getattr__(name: str):
     raise AttributeError(f"module 'jaxinit' has no attribute {name!r}")
 
 
-__all__ = ["Run", "load_run"]
+__all__ = ["Run", "load_run", "override"]

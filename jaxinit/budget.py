@@ -9,7 +9,9 @@ from __future__ import annotations
 import math
 import os
 
-from jaxinit.config import INT32_MAX, ConfigError
+from jaxinit.errors import ConfigError
+
+INT32_MAX = 2**31 - 1              # step counters, member and example counts are int32
 
 GB = 1e9
 # mnist1d's generator makes ~3,000 samples/s on one core of the 2-core CPU (measured: 20,000 in 7.5 s),

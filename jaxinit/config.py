@@ -7,9 +7,10 @@ Each experiment defines a top-level frozen dataclass whose fields are sub-config
 of scalars and tuples); every field carries a docstring, which `--help` shows. A choice among fixed
 strings is typed ``Literal[...]`` (the aliases below), so the parser shows and checks its choices; a
 plain ``str`` is an open set (optimizer setting labels, `jaxinit.optim`). Its named settings are
-registered as `Presets` of `Preset(config, description)`. Command lines and saved config.json files are
-read by `jaxinit.config_parse` (`parse_overrides`, `apply_overrides`, `from_dict`, re-exported here);
-anything unknown or unparsable raises `ConfigError`, which the entrypoints turn into one line + exit 2.
+registered as `Presets` of `Preset(config, description)`. Command lines, overrides given in Python and
+saved config.json files are read by `jaxinit.run.config_parse` (`parse_overrides`, `override`, `from_dict`);
+anything unknown or unparsable raises `jaxinit.errors.ConfigError`, which the entrypoints turn into one
+line + exit 2.
 
 Every parsed or loaded config passes `check_values` (floats finite, ints within int32, seeds >= 0,
 choices among their Literal) and `from_dict` type-checks a saved config.json field by field;
@@ -19,14 +20,20 @@ there), and the memory estimates of `jaxinit.budget`.
 from __future__ import annotations
 
 import dataclasses
+import difflib
 import math
 import typing
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any, Iterator, Literal, Mapping, NamedTuple
+
+import numpy as np
+
+from jaxinit import budget
+from jaxinit.budget import INT32_MAX
+from jaxinit.errors import ConfigError
 
 FLOAT32_MAX = 3.4028234663852886e38
 FLOAT32_TINY = 1.1754943508222875e-38   # float32's smallest normal number; below it XLA flushes to zero
-INT32_MAX = 2**31 - 1
 # sigma_w's floor: the kernel norms sum squared entries sigma_w^2 x 2/fan_in, which for fan-ins up to 1e7
 # stay normal float32 numbers down to sigma_w = 1e-15 (at 1e-46 the kernels themselves are 0.0).
 SIGMA_W_MIN = 1e-15
@@ -47,10 +54,6 @@ MuonFirstLayer = Literal["adam", "muon"]                              # jaxinit.
 MuonAux = Literal["current", "reference"]                             # jaxinit.optim.MUON_AUX
 Strategy = Literal["auto", "vmap", "sequential", "chunked"]           # jaxinit.train.members
 Precision = Literal["float32", "tf32", "bf16"]                        # jaxinit.precision.PRECISIONS
-
-
-class ConfigError(ValueError):
-    """Bad user input: printed as one line, exit status 2 (see `jaxinit.cli`)."""
 
 
 # --------------------------------------------------------------------------- sub-configs
@@ -218,9 +221,12 @@ class Presets(Mapping[str, Any]):
         return self._entries[name].description
 
     def pick(self, name: str) -> Any:
-        """The config of ``name``; an unknown name is a one-line `ConfigError` naming the presets."""
+        """The config of ``name``; an unknown name is a one-line `ConfigError` naming the closest presets and
+        all of them."""
         if name not in self._entries:
-            raise ConfigError(f"unknown preset {name!r} (choose from {', '.join(self._entries)})")
+            near = difflib.get_close_matches(name, list(self._entries), n=3, cutoff=0.6)
+            hint = f"did you mean {' or '.join(near)}? " if near else ""
+            raise ConfigError(f"unknown preset {name!r} ({hint}choose from {', '.join(self._entries)})")
         return self[name]
 
 
@@ -279,7 +285,6 @@ def check_float32(key: str, value: float | None) -> None:
 
 def check_distinct_float32(key: str, values: tuple[float, ...]) -> None:
     """Swept values are traced in float32: two that round to one float32 are one member twice."""
-    import numpy as np
     rounded = [float(np.float32(v)) for v in values]
     if len(set(rounded)) != len(rounded):
         same = next(v for i, v in enumerate(values) if rounded[i] in rounded[:i])
@@ -289,7 +294,6 @@ def check_distinct_float32(key: str, values: tuple[float, ...]) -> None:
 
 def validate_common(cfg: Any) -> None:
     """Checks shared by experiments that train (fields absent from a config are skipped)."""
-    from jaxinit import budget
     check_values(cfg)
     train = getattr(cfg, "train", None)
     if train is not None and hasattr(train, "strategy"):
@@ -335,20 +339,3 @@ def validate_common(cfg: Any) -> None:
             members = len(sweep.optimizers) * len(sweep.sigma_w) * sweep.seeds
             budget.check_members(members, model, data)
 
-
-_PARSING = {"parse_overrides", "apply_overrides", "from_dict", "fields_help"}
-
-
-def __getattr__(name: str) -> Any:
-    """The readers of command lines and config.json live in `jaxinit.config_parse` (imported on first use)."""
-    if name in _PARSING:
-        from jaxinit import config_parse
-        return getattr(config_parse, name)
-    raise AttributeError(f"module 'jaxinit.config' has no attribute {name!r}")
-
-
-__all__ = [
-    "ConfigError", "DataConfig", "ModelConfig", "OptConfig", "TrainConfig", "SweepConfig", "Preset", "Presets",
-    "parse_overrides", "apply_overrides", "to_dict", "from_dict", "validate_common", "check_float32",
-    "check_distinct_float32", "check_values", "field",
-]

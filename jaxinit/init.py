@@ -59,7 +59,7 @@ from typing import Any
 import jax
 import jax.numpy as jnp
 
-from jaxinit.config import ConfigError
+from jaxinit.errors import ConfigError
 
 # name -> (variance numerator, fan mode)
 _BASE_INITS: dict[str, tuple[float, str]] = {

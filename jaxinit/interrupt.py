@@ -8,11 +8,11 @@
 - *prompt* (`prompt()`): for phases with no half-done state to protect -- set-up, data generation,
   the summary, figures -- the first signal raises `Interrupted` at once, wherever the code is (Python
   runs a handler between bytecodes, so a long numpy or XLA call finishes first). A signal recorded
-  earlier raises on entry. Results files are atomic temporaries (`jaxinit.files`), so an exception
+  earlier raises on entry. Results files are atomic temporaries (`jaxinit.run.files`), so an exception
   there leaves the old file or none; wrap a section that must finish (a checkpoint save) in
   `deferred()` inside a prompt phase.
 
-`jaxinit.cli` turns `Interrupted` into one line and exit status 130 (SIGINT) or 143 (SIGTERM); a
+`jaxinit.run.cli` turns `Interrupted` into one line and exit status 130 (SIGINT) or 143 (SIGTERM); a
 signal still pending when the experiment returns stops it with that status too (`check()` after the
 summary), never exit 0. A second signal while the first is pending means "stop now": the process
 exits at once with the same status and one line, without a traceback.

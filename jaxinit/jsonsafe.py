@@ -1,7 +1,7 @@
 """Values for JSON files: Python numbers, lists and str keys only, and None where JSON has no number.
 
 The one sanitiser every summary.json / metrics.jsonl / clocks.jsonl writer passes its results through
-(`jaxinit.files.write_json` refuses NaN and infinity rather than write tokens other readers reject).
+(`jaxinit.run.files.write_json` refuses NaN and infinity rather than write tokens other readers reject).
 Pure Python / numpy.
 """
 from __future__ import annotations

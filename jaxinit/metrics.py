@@ -1,4 +1,4 @@
-"""Per-member metrics: losses, accuracy, parameter norms (IGB statistics: `jaxinit.igb.stats`).
+"""Per-member metrics: losses, accuracy, parameter norms (IGB statistics: `jaxinit.shared.igb_stats`).
 
 All functions are single-member and pure (vmap them over members).
 """

@@ -70,7 +70,8 @@ import jax
 import jax.numpy as jnp
 import optax
 
-from jaxinit.config import ConfigError, OptConfig
+from jaxinit.config import OptConfig
+from jaxinit.errors import ConfigError
 from jaxinit.init import is_head, is_kernel
 
 KINDS = ("sgd", "momentum", "nesterov", "adam", "adamw", "muon")

@@ -28,7 +28,7 @@ from typing import Any, Callable
 import jax
 import jax.numpy as jnp
 
-from jaxinit.config import ConfigError
+from jaxinit.errors import ConfigError
 
 PRECISIONS = ("float32", "tf32", "bf16")
 # jax.default_matmul_precision names (JAX docs): what each choice sets around every traced step / eval.

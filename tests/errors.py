@@ -2,7 +2,7 @@
 import pytest
 
 from jaxinit import data
-from jaxinit.config import ConfigError
+from jaxinit.errors import ConfigError
 
 
 def expect_error(cfg, *fragments):

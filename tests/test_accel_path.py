@@ -15,8 +15,10 @@ import numpy as np
 import pytest
 
 from experiments import forgetting as F
-from jaxinit import checkpoint, forgetting, interrupt, precision, progress
-from jaxinit.config import ConfigError, DataConfig, ModelConfig, OptConfig, SweepConfig, TrainConfig
+from jaxinit import forgetting, interrupt, precision, progress
+from jaxinit.run import checkpoint
+from jaxinit.config import DataConfig, ModelConfig, OptConfig, SweepConfig, TrainConfig
+from jaxinit.errors import ConfigError
 from jaxinit.forgetting import loop
 from jaxinit.train import engine, evaluate
 from jaxinit.train.step import StepData
@@ -89,17 +91,17 @@ def test_the_precision_is_part_of_the_compile_cache_key():
 
 def test_runs_made_before_the_new_fields_keep_their_fingerprint():
     import hashlib
-    from jaxinit import runinfo
+    from jaxinit.run import config_parse, runinfo
     from jaxinit.config import to_dict
     legacy = to_dict(SMOKE)
     legacy["train"] = {k: v for k, v in legacy["train"].items()
                        if k not in ("precision", "eval_train_subset", "async_checkpoint")}
     legacy["sweep"] = {k: v for k, v in legacy["sweep"].items() if k != "lr"}        # added with the engine
     legacy["data"] = {**legacy["data"], "binarize": False}    # moved to the IGB studies' data config since
-    assert runinfo.comparable(to_dict(SMOKE)) == legacy == runinfo.comparable(legacy)
-    assert loop.config_fingerprint(SMOKE) == hashlib.sha256(json.dumps(legacy, sort_keys=True).encode()).hexdigest()
-    assert runinfo.comparable(to_dict(_train(SMOKE, precision="bf16")))["train"]["precision"] == "bf16"
-    from jaxinit.config import from_dict
+    assert config_parse.comparable(to_dict(SMOKE)) == legacy == config_parse.comparable(legacy)
+    assert runinfo.config_fingerprint(SMOKE) == hashlib.sha256(json.dumps(legacy, sort_keys=True).encode()).hexdigest()
+    assert config_parse.comparable(to_dict(_train(SMOKE, precision="bf16")))["train"]["precision"] == "bf16"
+    from jaxinit.run.config_parse import from_dict
     from jaxinit.forgetting import ForgettingConfig
     assert from_dict(ForgettingConfig, json.loads(json.dumps(legacy))) == SMOKE   # its config.json still reads
     legacy["data"]["binarize"] = True                                             # never a forgetting value
@@ -150,7 +152,7 @@ def test_without_a_terminal_each_epoch_is_one_line_on_stderr(monkeypatch, capsys
     forgetting.fit(TINY)
     lines = capsys.readouterr().err.strip().splitlines()
     assert [ln.split()[:2] for ln in lines] == [["epoch", "1/3"], ["epoch", "2/3"], ["epoch", "3/3"]]
-    assert all(" s  val_acc 0." in ln for ln in lines), lines
+    assert all(", ETA " in ln and "  val_acc median/best sgd 0." in ln for ln in lines), lines
     forgetting.fit(TINY, progress=False)
     assert capsys.readouterr().err == ""
 
@@ -162,16 +164,16 @@ class _Terminal(io.StringIO):
 
 def test_a_terminal_gets_tqdm_and_plain_lines_without_tqdm(monkeypatch):
     monkeypatch.delenv("JAXINIT_PROGRESS", raising=False)
-    bar = progress.EpochProgress(1, 2, stream=_Terminal())
+    bar = progress.Progress(2, unit="epoch", stream=_Terminal())
     assert bar.bar is not None
-    bar.epoch(1, 0.5, 0.25)
+    bar.update(1, "val_acc median/best sgd 0.250/0.250")
     bar.close()
     monkeypatch.setitem(sys.modules, "tqdm", None)          # import tqdm now raises ImportError
     stream = _Terminal()
-    plain = progress.EpochProgress(1, 2, stream=stream)
-    plain.epoch(1, 0.5, 0.25)
-    plain.epoch(2, 0.5)
-    assert plain.bar is None and stream.getvalue() == "epoch 1/2  0.5 s  val_acc 0.250\nepoch 2/2  0.5 s\n"
+    plain = progress.Progress(2, unit="epoch", stream=stream, lines=2)
+    plain.update(1, "val_acc median/best sgd 0.250/0.250")
+    plain.update(1)
+    assert plain.bar is None and [ln.split("  ")[0] for ln in stream.getvalue().splitlines()] == ["epoch 1/2", "epoch 2/2"]
 
 
 # --------------------------------------------------------------------------- train-set subset
@@ -290,7 +292,7 @@ def test_training_in_memory_needs_none_of_the_optional_packages():
                       train=replace(cfg.train, checkpoint_every=0, precision="bf16"))
         forgetting.validate(cfg)
         res = forgetting.fit(cfg)
-        import jaxinit.checkpoint, jaxinit.train.sink      # importable; orbax only when saving
+        import jaxinit.run.checkpoint, jaxinit.run.sink      # importable; orbax only when saving
         loaded = sorted(m for m in sys.modules if m.split(".")[0] in BLOCKED)
         print("members", len(res.summary["members"]), "loaded", loaded)
     """)

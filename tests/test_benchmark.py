@@ -12,7 +12,7 @@ import pytest
 
 from experiments import benchmark
 from jaxinit.train.members import default_strategy
-from jaxinit.tools import bench, machine
+from jaxinit.tools import bench, bench_config, machine
 from jaxinit.tools.bench import Variant
 
 # Smallest settings: MLP + ResNet-9 (lax conv), K = 1 and 2 (chunks of 2: chunked == vmap, not re-run). Every
@@ -273,7 +273,7 @@ def test_help_shows_the_platform_preset_and_every_field_docstring(capsys):
     assert "members per vmap call of the chunked strategy" in out      # a field docstring, through tyro
 
 
-@pytest.mark.parametrize("cls", [bench.BenchmarkConfig, bench.BenchSection, bench.PhaseSection])
+@pytest.mark.parametrize("cls", [bench_config.BenchmarkConfig, bench_config.BenchSection, bench_config.PhaseSection])
 def test_config_dataclasses_are_frozen_with_a_docstring_under_every_field(cls):
     assert cls.__dataclass_params__.frozen
     body = ast.parse(inspect.getsource(cls)).body[0].body

@@ -1,4 +1,4 @@
-"""Checkpoints (jaxinit.checkpoint): everything restored is verified, and only this run's folders are touched.
+"""Checkpoints (jaxinit.run.checkpoint): everything restored is verified, and only this run's folders are touched.
 
 Issue 20, items 3 and 9: a flipped bit in `checkpoints/<n>/meta/metadata` (the epoch, the step, any key)
 must send the run to an older checkpoint like a flipped bit in the state does; and orbax's clean-up of
@@ -12,9 +12,9 @@ import numpy as np
 import orbax.checkpoint as ocp
 import pytest
 
-from jaxinit import rundir
-from jaxinit.checkpoint import LEGACY_META_KEYS, Checkpointer, Corrupt, abstract_like, check_meta, meta_digest
-from jaxinit.config import ConfigError
+from jaxinit.run import manifest, rundir
+from jaxinit.run.checkpoint import LEGACY_META_KEYS, Checkpointer, Corrupt, abstract_like, check_meta, meta_digest
+from jaxinit.errors import ConfigError
 
 STATE = {"w": jnp.arange(2000.0), "b": jnp.ones(3, jnp.int32)}   # w: the largest data file
 PER_EPOCH = 6
@@ -116,7 +116,7 @@ def test_a_flipped_bit_in_the_state_is_still_detected(tmp_path, capsys):
 
 def _legacy_save(path, step, epoch):
     """A checkpoint as the code before the meta digest wrote it (state digest only)."""
-    from jaxinit.checkpoint import tree_digest
+    from jaxinit.run.checkpoint import tree_digest
     manager = ocp.CheckpointManager(path.absolute(), options=ocp.CheckpointManagerOptions(
         create=True, enable_async_checkpointing=False), item_names=("state", "meta"))
     state = jax_tree_plus(STATE, epoch)
@@ -186,7 +186,7 @@ def test_saving_onto_a_foreign_folder_is_refused_and_leaves_it(tmp_path):
 
 def test_with_a_manifest_steps_are_recorded_and_only_recorded_ones_pruned(tmp_path):
     out = tmp_path / "run"
-    m = rundir.Manifest(out)
+    m = manifest.Manifest(out)
     m.write_json(out / "config.json", {}, digest=False)
     ckpt = _saved(out / "checkpoints", epochs=(1, 2), manifest=m, max_to_keep=5)
     assert {"checkpoints/6", "checkpoints/12"} <= {k for k, e in m.entries().items() if e["kind"] == "checkpoint"}

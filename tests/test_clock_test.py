@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 
 from experiments import clocks as experiment
-from jaxinit.config import ConfigError
+from jaxinit.errors import ConfigError
 from jaxinit.forgetting import clock_test as T
 from jaxinit.forgetting import clocks as C
 

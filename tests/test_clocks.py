@@ -156,7 +156,7 @@ def test_point_names_are_exact_values():
     ({"families": ()}, "--clocks.families is empty"),
 ])
 def test_duplicate_points_and_an_empty_design_are_one_line_config_errors(change, fragment):
-    from jaxinit.config import ConfigError
+    from jaxinit.errors import ConfigError
     cfg = replace(C.SMOKE_CLOCKS, clocks=replace(C.SMOKE_CLOCKS.clocks, **change))
     with pytest.raises(ConfigError) as e:
         C.validate(cfg)

@@ -5,9 +5,11 @@ from dataclasses import dataclass, replace
 
 import pytest
 
-from jaxinit import cli
-from jaxinit.config import (ConfigError, DataConfig, OptConfig, Preset, Presets, SweepConfig, TrainConfig,
-                            apply_overrides, from_dict, to_dict, validate_common)
+from jaxinit.run import cli
+from jaxinit.config import (DataConfig, OptConfig, Preset, Presets, SweepConfig, TrainConfig,
+                            to_dict, validate_common)
+from jaxinit.run.config_parse import override, from_dict
+from jaxinit.errors import ConfigError
 
 
 @dataclass(frozen=True)
@@ -19,9 +21,9 @@ class Cfg:
 
 
 def test_overrides_parse_by_annotation():
-    cfg = apply_overrides(Cfg(), ["--train.epochs=7", "--sweep.sigma_w=0.5,1,2.5", "--data.augment=true",
+    cfg = override(Cfg(), "--train.epochs=7", "--sweep.sigma_w=0.5,1,2.5", "--data.augment=true",
                                   "--opt.lr=0.3", "--sweep.optimizers=sgd,adam", "--opt.weight_decay=none",
-                                  "--train.strategy=chunked", "--data.name=digits"])
+                                  "--train.strategy=chunked", "--data.name=digits")
     assert cfg.train.epochs == 7 and cfg.sweep.sigma_w == (0.5, 1.0, 2.5) and cfg.train.strategy == "chunked"
     assert cfg.data.augment is True and cfg.opt.lr == 0.3 and cfg.sweep.optimizers == ("sgd", "adam")
     assert cfg.opt.weight_decay is None
@@ -29,7 +31,7 @@ def test_overrides_parse_by_annotation():
 
 
 def test_values_with_equals_signs_survive():
-    cfg = apply_overrides(Cfg(), ["--opt.setting_lr=sgd=0.05,adam=1e-3"])
+    cfg = override(Cfg(), "--opt.setting_lr=sgd=0.05,adam=1e-3")
     assert cfg.opt.setting_lr == ("sgd=0.05", "adam=1e-3")
 
 
@@ -47,13 +49,13 @@ def test_values_with_equals_signs_survive():
 ])
 def test_bad_overrides_raise_one_clear_error(item, fragment):
     with pytest.raises(ConfigError, match=fragment) as err:
-        apply_overrides(Cfg(), [item])
+        override(Cfg(), item)
     assert "\n" not in str(err.value) and "│" not in str(err.value)
 
 
 def test_space_form_and_equals_form_agree():
-    a = apply_overrides(Cfg(), ["--train.epochs=7", "--sweep.sigma_w=0.5,2", "--data.augment=yes"])
-    b = apply_overrides(Cfg(), ["--train.epochs", "7", "--sweep.sigma_w", "0.5,2", "--data.augment", "yes"])
+    a = override(Cfg(), "--train.epochs=7", "--sweep.sigma_w=0.5,2", "--data.augment=yes")
+    b = override(Cfg(), "--train.epochs", "7", "--sweep.sigma_w", "0.5,2", "--data.augment", "yes")
     assert a == b and a.train.epochs == 7 and a.data.augment is True
 
 
@@ -65,11 +67,11 @@ def test_space_form_and_equals_form_agree():
 ])
 def test_validation_rejects_nonsense(item, fragment):
     with pytest.raises(ConfigError, match=fragment):
-        validate_common(apply_overrides(Cfg(), [item]))
+        validate_common(override(Cfg(), item))
 
 
 def test_dict_round_trip():
-    cfg = apply_overrides(Cfg(), ["--sweep.sigma_w=0.1,2", "--opt.lr=0.2"])
+    cfg = override(Cfg(), "--sweep.sigma_w=0.1,2", "--opt.lr=0.2")
     assert from_dict(Cfg, json.loads(json.dumps(to_dict(cfg)))) == cfg
 
 
@@ -81,9 +83,9 @@ def _result(out):
     return json.loads((out / "run.json").read_text())
 
 
-PRESETS = Presets({"a": Preset(Cfg(), "the defaults"), "b": Preset(apply_overrides(Cfg(), ["--train.epochs=3"]),
+PRESETS = Presets({"a": Preset(Cfg(), "the defaults"), "b": Preset(override(Cfg(), "--train.epochs=3"),
                                                                    "three epochs")})
-EXPERIMENT = cli.Experiment(prog="x", doc="doc", presets=PRESETS, default="a", main=_main, default_out="unused",
+EXPERIMENT = cli.Experiment(name="x", doc="doc", presets=PRESETS, default="a", main=_main,
                             validate=validate_common)
 
 
@@ -270,7 +272,7 @@ def test_literal_fields_refuse_other_values_in_one_line():
 
 def test_tuple_of_literal_round_trips_and_refuses_a_stranger():
     from jaxinit.igb import config_train
-    cfg = apply_overrides(config_train.SMOKE, ["--sweep.optimizers=momentum,sgd"])
+    cfg = override(config_train.SMOKE, "--sweep.optimizers=momentum,sgd")
     assert cfg.sweep.optimizers == ("momentum", "sgd")
     assert from_dict(config_train.IGBTrainConfig, json.loads(json.dumps(to_dict(cfg)))) == cfg
     saved = json.loads(json.dumps(to_dict(cfg)))

@@ -8,7 +8,8 @@ import numpy as np
 import pytest
 
 from jaxinit import data
-from jaxinit.config import ConfigError, DataConfig
+from jaxinit.config import DataConfig
+from jaxinit.errors import ConfigError
 from jaxinit.data import mnist_pickle as mp
 from errors import one_line_error
 

@@ -7,7 +7,8 @@ import numpy as np
 import pytest
 
 from jaxinit import data
-from jaxinit.config import ConfigError, DataConfig
+from jaxinit.config import DataConfig
+from jaxinit.errors import ConfigError
 from jaxinit.data import synthetic
 from jaxinit.data.pipeline import to_sphere
 from errors import expect_error

@@ -1,4 +1,6 @@
 """jaxinit.data.readers: which source is read, tfds under the same checks, `~` in --data.dir."""
+import sys
+
 import jax.numpy as jnp
 import numpy as np
 import pytest
@@ -67,3 +69,11 @@ def test_tfds_images_of_another_shape_are_refused():
     source = examples(np.zeros((2, 32, 32, 3), np.uint8), [1, 2])
     one_line_error(readers.checked_split, "mnist", *readers.source_arrays(source), "src",
                    match=r"src: images have shape \(2, 32, 32, 3\), expected \(N, 28, 28, 1\)")
+
+
+def test_a_prepared_tfds_folder_without_the_tfds_extra_is_one_line(tmp_path, monkeypatch):
+    """tensorflow-datasets is the ``tfds`` extra: a folder that needs it, on a machine without it, says so."""
+    monkeypatch.setitem(sys.modules, "tensorflow_datasets", None)      # import now raises
+    (tmp_path / "cifar10" / "3.0.2").mkdir(parents=True)
+    (tmp_path / "cifar10" / "3.0.2" / "dataset_info.json").write_text("{}")
+    expect_error(DataConfig(name="cifar10", dir=str(tmp_path)), "needs tensorflow-datasets", "jaxinit[tfds]")

@@ -21,7 +21,7 @@ import pytest
 
 from experiments import forgetting, igb_init
 from jaxinit import distributed
-from jaxinit.config import ConfigError
+from jaxinit.errors import ConfigError
 
 ROOT = Path(__file__).resolve().parents[1]
 ARGS = ["--preset", "smoke", "--sweep.sigma_w=0.5,1,1.5,2", "--data.name=gaussian", "--data.n_samples=1000",
@@ -156,7 +156,7 @@ def test_two_processes_write_the_four_device_files_byte_for_byte_and_resume(tmp_
     assert run["processes"] == 2 and run["devices"] == 4
 
     # Resume on two processes from the epoch-1 checkpoint they wrote together: the same files again.
-    # Checkpoints are named by global step (jaxinit.checkpoint); metrics rows carry it per epoch.
+    # Checkpoints are named by global step (jaxinit.run.checkpoint); metrics rows carry it per epoch.
     # (A diverged member's step counter freezes, hence the max over members.)
     rows = [json.loads(line) for line in (two / "metrics.jsonl").read_text().splitlines()]
     end_of = {e: max(r["step"] for r in rows if r["epoch"] == e) for e in (1, 2)}
@@ -295,7 +295,7 @@ def _script_env(port, pid, n, timeout="20"):
 JOIN_SCRIPT = """
 import sys
 from jaxinit import distributed
-from jaxinit.config import ConfigError
+from jaxinit.errors import ConfigError
 try:
     distributed.initialize_from_env()
 except ConfigError as e:

@@ -14,7 +14,7 @@ import pytest
 from nested import assert_close
 from jaxinit import forgetting
 from jaxinit.config import DataConfig, ModelConfig, OptConfig, SweepConfig, TrainConfig
-from jaxinit.config import ConfigError
+from jaxinit.errors import ConfigError
 from jaxinit.forgetting import ForgettingConfig, loop
 
 GOLDEN = Path(__file__).parent / "golden" / "forgetting_smoke"

@@ -1,4 +1,4 @@
-"""Results files (jaxinit.files): never written through a symlink out of the run, messages stay one line.
+"""Results files (jaxinit.run.files): never written through a symlink out of the run, messages stay one line.
 
 Issue 20 items 10 and 15: a symlinked figures/ was written through; a newline in --out made the one-line
 message two.
@@ -8,8 +8,8 @@ import os
 import numpy as np
 import pytest
 
-from jaxinit import files, rundir
-from jaxinit.config import ConfigError
+from jaxinit.run import files, manifest, rundir
+from jaxinit.errors import ConfigError
 
 
 @pytest.fixture
@@ -67,7 +67,7 @@ def test_links_inside_the_run_and_a_linked_run_directory_are_fine(tmp_path):
 def test_the_manifest_writers_refuse_the_same(run_and_elsewhere):
     out, elsewhere = run_and_elsewhere
     (out / "figures").symlink_to(elsewhere)
-    m = rundir.Manifest(out)
+    m = manifest.Manifest(out)
     with pytest.raises(ConfigError, match="outside the run directory"):
         m.write_text(out / "figures" / "fig1.png", "png")
     assert _untouched(elsewhere)

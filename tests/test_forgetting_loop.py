@@ -12,7 +12,8 @@ import pytest
 
 from jaxinit.train import engine
 from jaxinit import forgetting, interrupt
-from jaxinit.config import ConfigError, DataConfig, ModelConfig, OptConfig, SweepConfig, TrainConfig
+from jaxinit.config import DataConfig, ModelConfig, OptConfig, SweepConfig, TrainConfig
+from jaxinit.errors import ConfigError
 from jaxinit.forgetting import loop
 from jaxinit.train import members as M
 from stops import interrupt_after

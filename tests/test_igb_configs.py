@@ -8,7 +8,9 @@ import typing
 
 import pytest
 
-from jaxinit.config import ConfigError, apply_overrides, from_dict, to_dict
+from jaxinit.config import to_dict
+from jaxinit.run.config_parse import override, from_dict
+from jaxinit.errors import ConfigError
 from jaxinit import config as config_data
 from jaxinit.igb import config_init, config_phase, config_train
 
@@ -61,24 +63,24 @@ def test_presets_are_named_and_valid(module):
 
 
 def test_the_renamed_sections_parse_and_the_old_ones_are_refused():
-    cfg = apply_overrides(config_train.SMOKE, [
+    cfg = override(config_train.SMOKE,
         "--model.acts=relu", "--model.width=8", "--model.depths=4,6", "--grid.depths=4", "--opt.sgd_lr=0.1,0.3",
         "--opt.momentum_lr=0.01", "--opt.adam_lr=1e-4", "--opt.select_horizon=0.75", "--opt.select_seeds=3",
-        "--sweep.optimizers=momentum,sgd", "--train.steps=5", "--data.binarize=false"])
+        "--sweep.optimizers=momentum,sgd", "--train.steps=5", "--data.binarize=false")
     config_train.validate(cfg)
     assert (cfg.model.acts, cfg.model.width, cfg.model.depths) == (("relu",), 8, (4, 6))
     assert cfg.opt.lrs("sgd") == (0.1, 0.3) and cfg.opt.lrs("momentum") == (0.01,) and cfg.opt.lrs("adam") == (1e-4,)
     assert (cfg.opt.select_horizon, cfg.opt.select_seeds) == (0.75, 3) and cfg.sweep.optimizers == ("momentum", "sgd")
     assert cfg.train.steps == 5 and cfg.data.binarize is False
-    init = apply_overrides(config_init.SMOKE, ["--model.names=mlp,cnn_avg", "--model.mlp_acts=relu+maxpool",
-                                               "--model.mlp_width=8", "--probe.grads=cnn_avg", "--width.phases=EOC"])
+    init = override(config_init.SMOKE, "--model.names=mlp,cnn_avg", "--model.mlp_acts=relu+maxpool",
+                                               "--model.mlp_width=8", "--probe.grads=cnn_avg", "--width.phases=EOC")
     config_init.validate(init)
     assert init.model.names == ("mlp", "cnn_avg") and init.model.mlp_acts == ("relu+maxpool",)
     for old in ("--net.width=8", "--lr.sgd=0.1", "--train.optimizers=sgd", "--train.optimizer=sgd"):
         with pytest.raises(ConfigError, match="Unrecognized options"):
-            apply_overrides(config_train.SMOKE, [old])
+            override(config_train.SMOKE, old)
     with pytest.raises(ConfigError, match="Unrecognized options"):
-        apply_overrides(config_init.SMOKE, ["--net.models=mlp"])
+        override(config_init.SMOKE, "--net.models=mlp")
 
 
 def test_a_config_json_of_the_old_shape_is_refused_in_one_line():

@@ -12,7 +12,7 @@ import numpy as np
 import pytest
 
 from nested import assert_close
-from jaxinit import files
+from jaxinit.run import files
 
 ROOT = Path(__file__).resolve().parent.parent
 # Every case has 8 members (4 phase points x 2 seeds, no grid), so four devices divide each case's chunk.

@@ -2,18 +2,18 @@
 and the notebook API (in memory, no file)."""
 import json
 import os
-from dataclasses import replace
 
 import numpy as np
 import pytest
 
 from experiments import igb_init, igb_train
-from jaxinit import cli, files, igb
+from jaxinit import igb
+from jaxinit.run import cli, files
 from jaxinit.igb import config_init, config_train
 
 
 def _run(module, argv):
-    return cli.run(replace(module.EXPERIMENT, default_out="unused"), argv)
+    return cli.run(module.EXPERIMENT, argv)
 
 
 @pytest.fixture(scope="module")

@@ -2,7 +2,6 @@
 backward factor, the engine's init of an arm is the pretrained net times its factors, the smoke preset end to end,
 bad input -> one line and exit 2, the paired statistics."""
 import json
-from dataclasses import replace
 
 import jax
 import jax.numpy as jnp
@@ -10,7 +9,7 @@ import numpy as np
 import pytest
 
 from experiments import igb_rescale
-from jaxinit import cli
+from jaxinit.run import cli
 from jaxinit.data import Dataset
 from jaxinit.igb import rescale
 from jaxinit.igb import summary_rescale as summ
@@ -106,7 +105,7 @@ def test_paired_statistics_find_a_shift_and_not_a_null():
 
 
 def _run(argv):
-    return cli.run(replace(igb_rescale.EXPERIMENT, default_out="unused"), argv)
+    return cli.run(igb_rescale.EXPERIMENT, argv)
 
 
 @pytest.fixture(scope="module")

@@ -6,7 +6,7 @@ import jax.numpy as jnp
 import numpy as np
 import pytest
 
-from jaxinit.config import ConfigError
+from jaxinit.errors import ConfigError
 from jaxinit.igb import config_train, study_train, summary_train
 from jaxinit.intervals import t_interval
 from jaxinit.models.deep import DeepMLP

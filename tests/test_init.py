@@ -6,7 +6,8 @@ import jax.numpy as jnp
 import numpy as np
 import pytest
 
-from jaxinit.config import ConfigError, ModelConfig
+from jaxinit.config import ModelConfig
+from jaxinit.errors import ConfigError
 from jaxinit.init import (BASE_INITS, BIAS_STREAM, base_draw, base_std, fill_kernels, is_bias, is_kernel,
                           scale_kernels, scale_params, zero_drawn)
 from jaxinit.models import make_model

@@ -156,7 +156,7 @@ def test_one_sanitiser_and_one_interval_remain():
     assert history.to_json is memory.to_json is jsonsafe.to_json
     assert history.finite_or_none is jsonsafe.finite_or_none          # the row reader converts through it too
     assert not hasattr(history, "to_jsonable") and not hasattr(sink, "json_safe")   # the old names are gone
-    assert stats.t_interval is intervals.t_interval and stats.CI_LEVEL == intervals.LEVEL == 0.95
+    assert stats.t_interval is intervals.t_interval and intervals.LEVEL == 0.95
 
 
 # --------------------------------------------------------------------------- t interval

@@ -1,4 +1,5 @@
-"""`jaxinit.load_run`: every experiment's smoke run read back for a notebook, checked against its files."""
+"""`jaxinit.load_run`: every experiment's smoke run read back for a notebook, checked against its files, named
+by the experiment that wrote it (run.json; `jaxinit.run.registry`)."""
 import json
 import math
 import shutil
@@ -10,11 +11,16 @@ import numpy as np
 import pytest
 
 import jaxinit
-from jaxinit.config import ConfigError
+from jaxinit.errors import ConfigError
+from jaxinit.run import registry
 
 ROOT = Path(__file__).resolve().parents[1]
-# Each experiment's smallest preset, as a user runs it (phase_diagram without its speed comparison).
-SMOKE = {"forgetting": [], "clocks": [], "igb_init": [], "igb_train": [], "phase_diagram": ["--timing.enabled=false"]}
+# Each experiment's smallest preset, as a user runs it (phase_diagram without its speed comparison; the benchmark's
+# quick preset with nothing timed: its run directory is what is read here).
+SMOKE = {"forgetting": ["--preset", "smoke"], "clocks": ["--preset", "smoke"], "igb_init": ["--preset", "smoke"],
+         "igb_train": ["--preset", "smoke"], "igb_rescale": ["--preset", "smoke"], "memory_phases": ["--preset", "smoke"],
+         "phase_diagram": ["--preset", "smoke", "--timing.enabled=false"],
+         "benchmark": ["--preset", "quick", "--bench.enabled=false", "--phase.enabled=false"]}
 
 
 @pytest.fixture(scope="module")
@@ -25,8 +31,8 @@ def smoke(tmp_path_factory):
     def run(name: str) -> Path:
         if name not in done:
             out = tmp_path_factory.mktemp(name) / "run"
-            proc = subprocess.run([sys.executable, "-m", f"experiments.{name}", "--preset", "smoke", "--out",
-                                   str(out), *SMOKE[name]], cwd=ROOT, capture_output=True, text=True, timeout=900)
+            proc = subprocess.run([sys.executable, "-m", f"experiments.{name}", "--out", str(out), *SMOKE[name]],
+                                  cwd=ROOT, capture_output=True, text=True, timeout=900)
             assert proc.returncode == 0, proc.stderr[-3000:]
             done[name] = out
         return done[name]
@@ -54,21 +60,37 @@ def _same_arrays(a: dict, b: dict) -> bool:
     return True
 
 
+def test_every_experiment_that_writes_a_run_directory_is_read_here():
+    assert sorted(SMOKE) == sorted(e.name for e in registry.EXPERIMENTS if e.run_dir)
+
+
 @pytest.mark.parametrize("name", sorted(SMOKE))
 def test_a_run_is_its_files(smoke, name):
     out = smoke(name)
     run = jaxinit.load_run(out)
-    assert run.experiment == name and run.path == out
+    assert run.experiment == name and run.path == out and run.run_info["experiment"] == name
     assert run.config == _json(out / "config.json") and run.run_info == _json(out / "run.json")
     assert run.summary == _json(out / "summary.json")            # None for the phase diagrams: none written
     assert run.rows == _lines(out / "metrics.jsonl")
     npz = {p.stem: p for p in [*out.glob("*.npz"), *(out / "results").glob("*.npz")]}
     assert sorted(run.results) == sorted(npz) and all(_same_arrays(run.results[k], _npz(p)) for k, p in npz.items())
     expect = {"forgetting": (True, False, False), "clocks": (False, False, True), "igb_init": (False, True, False),
-              "igb_train": (True, True, False), "phase_diagram": (False, True, False)}[name]
+              "igb_train": (True, True, False), "igb_rescale": (True, True, False), "memory_phases": (True, True, False),
+              "phase_diagram": (False, True, False), "benchmark": (False, False, False)}[name]
     assert (bool(run.rows), bool(run.results), bool(run.points)) == expect
-    assert (run.summary is None) == (name == "phase_diagram")
+    assert (run.summary is None) == (name in ("phase_diagram", "benchmark"))
     assert bool(run.arrays) == bool(run.rows)
+    text = repr(run)              # a notebook shows one short line, not the data
+    assert "\n" not in text and len(text) < 200 + len(str(out)) and name in text and str(out) in text
+    assert registry.experiment_of(run.config, {}) == name        # a run made before run.json named it
+
+
+def test_the_repr_says_what_a_run_holds(tmp_path):
+    (tmp_path / "config.json").write_text('{"sweep": {}, "analysis": {}}')
+    (tmp_path / "metrics.jsonl").write_text('{"member": 0, "epoch": 0}\n{"member": 1, "epoch": 0}\n')
+    assert repr(jaxinit.load_run(tmp_path)) == f"<Run of forgetting in {tmp_path}: 2 rows, no summary>"
+    (tmp_path / "config.json").write_text('{"x": {}}')
+    assert repr(jaxinit.load_run(tmp_path)).startswith("<Run of an unknown experiment in ")
 
 
 @pytest.mark.parametrize("name", ["forgetting", "igb_train"])
@@ -148,9 +170,8 @@ def test_what_is_not_a_run_is_one_line(tmp_path):
 
 
 def test_unknown_configs_and_recorded_experiments():
-    from jaxinit.runs import experiment_of
-    assert experiment_of({"data": {}, "model": {}}, {}) is None
-    assert experiment_of({"sweep": {}, "analysis": {}}, {"experiment": "memory_phases"}) == "memory_phases"
+    assert registry.experiment_of({"data": {}, "model": {}}, {}) is None
+    assert registry.experiment_of({"sweep": {}, "analysis": {}}, {"experiment": "memory_phases"}) == "memory_phases"
 
 
 def test_importing_jaxinit_and_loading_a_run_needs_no_jax(smoke):

@@ -7,6 +7,8 @@ import math
 import numpy as np
 import pytest
 
+from jaxinit.shared import history as H
+from jaxinit.forgetting import tables
 from jaxinit.forgetting import memory as M
 from jaxinit.jsonsafe import to_json
 
@@ -45,58 +47,58 @@ def history(member=0, optimizer="sgd", sigma_w=1.0, seed=0, *, val_loss, train_a
 
 # --------------------------------------------------------------------------- best epoch
 def test_best_epoch_ties_pick_the_first():
-    assert M.best_epoch(history(val_loss=[2.0, 1.0, 0.5, 0.5, 0.7])) == 2
+    assert H.best_epoch(history(val_loss=[2.0, 1.0, 0.5, 0.5, 0.7])) == 2
 
 
 def test_best_epoch_ignores_nan_and_none_and_row_order():
     rows = history(val_loss=[1.0, 0.4, math.nan, None, 0.4, float("inf")])
-    assert M.best_epoch(rows[::-1]) == 1
+    assert H.best_epoch(rows[::-1]) == 1
 
 
 def test_best_epoch_includes_the_init_evaluation():
-    assert M.best_epoch(history(val_loss=[0.1, 0.5, 0.3])) == 0
+    assert H.best_epoch(history(val_loss=[0.1, 0.5, 0.3])) == 0
 
 
 def test_best_epoch_all_nan_is_none():
-    assert M.best_epoch(history(val_loss=[math.nan, None])) is None
+    assert H.best_epoch(history(val_loss=[math.nan, None])) is None
 
 
 def test_duplicate_epoch_from_a_resume_keeps_the_later_row():
     rows = history(val_loss=[1.0, 0.9, 0.8])
     rows.append({**rows[1], "val_loss": 0.1})  # epoch 1 written again after a resume
-    assert M.best_epoch(rows) == 1
+    assert H.best_epoch(rows) == 1
     rows[-1] = {**rows[1], "val_loss": 5.0}
-    assert M.best_epoch(rows) == 2
+    assert H.best_epoch(rows) == 2
 
 
 # --------------------------------------------------------------------------- tau_interp, repair gap
 def test_tau_interp_first_epoch_at_threshold():
     rows = history(val_loss=[1] * 4, train_acc=[0.1, 0.9, 0.996, 0.999])
-    assert M.tau_interp(rows) == 2
-    assert M.tau_interp(rows, threshold=0.9) == 1
+    assert H.tau_interp(rows) == 2
+    assert H.tau_interp(rows, threshold=0.9) == 1
 
 
 def test_tau_interp_never_reached_is_none():
-    assert M.tau_interp(history(val_loss=[1] * 3, train_acc=[0.1, 0.99, 0.9949])) is None
+    assert H.tau_interp(history(val_loss=[1] * 3, train_acc=[0.1, 0.99, 0.9949])) is None
 
 
 def test_tau_interp_tolerates_float_rounding_of_the_threshold():
     # a mean of per-batch float32 accuracies can land a hair below an exact 99.5 %
-    assert M.tau_interp(history(val_loss=[1, 1], train_acc=[0.5, 0.99499999])) == 1
-    assert M.tau_interp(history(val_loss=[1, 1], train_acc=[0.5, 0.9949])) is None
+    assert H.tau_interp(history(val_loss=[1, 1], train_acc=[0.5, 0.99499999])) == 1
+    assert H.tau_interp(history(val_loss=[1, 1], train_acc=[0.5, 0.9949])) is None
 
 
 def test_repair_gap_sign_and_value():
     up = history(val_loss=[1] * 4, train_acc=[0.1, 1.0, 1.0, 1.0], val_acc=[0.1, 0.70, 0.72, 0.75])
     down = history(val_loss=[1] * 4, train_acc=[0.1, 1.0, 1.0, 1.0], val_acc=[0.1, 0.80, 0.78, 0.74])
-    assert M.repair_gap(up) == pytest.approx(0.05)
-    assert M.repair_gap(down) == pytest.approx(-0.06)
+    assert H.repair_gap(up) == pytest.approx(0.05)
+    assert H.repair_gap(down) == pytest.approx(-0.06)
 
 
 def test_repair_gap_none_without_interpolation_or_final_accuracy():
-    assert M.repair_gap(history(val_loss=[1] * 3, train_acc=[0.1, 0.2, 0.3])) is None
+    assert H.repair_gap(history(val_loss=[1] * 3, train_acc=[0.1, 0.2, 0.3])) is None
     rows = history(val_loss=[1] * 3, train_acc=[0.1, 1.0, 1.0], val_acc=[0.1, 0.8, math.nan])
-    assert M.repair_gap(rows) is None
+    assert H.repair_gap(rows) is None
 
 
 # --------------------------------------------------------------------------- best_val among interpolating epochs
@@ -104,19 +106,19 @@ def test_interpolated_selection_differs_from_best_val():
     # lowest val loss at epoch 1 (train acc 0.97); among epochs with train acc >= 99.5 % (2, 3, 4): epoch 3
     rows = history(val_loss=[2.0, 0.5, 0.7, 0.6, 0.8], train_acc=[0.1, 0.97, 0.996, 0.999, 1.0],
                    test_acc=[0.1, 0.81, 0.82, 0.84, 0.83])
-    assert M.best_epoch(rows) == 1
-    assert M.best_epoch_interpolated(rows) == 3
-    s = M.member_summary(rows, {"optimizer": "sgd", "sigma_w": 1.0, "seed": 0}, None, 10, 0.0)
+    assert H.best_epoch(rows) == 1
+    assert H.best_epoch_interpolated(rows) == 3
+    s = H.member_summary(rows, {"optimizer": "sgd", "sigma_w": 1.0, "seed": 0}, None, 10, 0.0)
     assert (s["best_epoch"], s["test_acc_at_best"], s["train_acc_at_best"]) == (1, 0.81, 0.97)
     assert (s["best_epoch_interpolated"], s["test_acc_at_best_interpolated"]) == (3, 0.84)
 
 
 def test_interpolated_selection_none_without_interpolation_and_skips_the_frozen_state():
-    assert M.best_epoch_interpolated(history(val_loss=[2.0, 0.5], train_acc=[0.1, 0.99])) is None
+    assert H.best_epoch_interpolated(history(val_loss=[2.0, 0.5], train_acc=[0.1, 0.99])) is None
     # 100 % train accuracy only on the rows that show the frozen state of a diverged member
     rows = history(val_loss=[2.0, 0.5, 0.4, 0.4], train_acc=[0.1, 0.9, 1.0, 1.0], diverged_from=2)
-    assert M.best_epoch_interpolated(rows) is None
-    assert M.best_epoch_interpolated(history(val_loss=[2.0, 0.5, 0.4], train_acc=[0.1, 0.9, 1.0])) == 2
+    assert H.best_epoch_interpolated(rows) is None
+    assert H.best_epoch_interpolated(history(val_loss=[2.0, 0.5, 0.4], train_acc=[0.1, 0.9, 1.0])) == 2
 
 
 # --------------------------------------------------------------------------- kernel norms
@@ -127,65 +129,65 @@ LAYERS = {"dense_0/kernel": 3.0, "dense_0/bias": 100.0, "batchnorm_0/scale": 27.
 
 def test_kernel_norm_is_the_root_sum_of_squares_of_kernel_leaves_only():
     # kernels 3, 4, 12 -> sqrt(9 + 16 + 144) = 13; BatchNorm scale / bias, dense biases, other names left out
-    assert M.kernel_norm({"param_norm_layers": LAYERS}) == pytest.approx(13.0, rel=1e-12)
-    assert M.kernel_norm({"param_norm_layers": {"kernel": 2.0}}) == 2.0  # a top-level leaf named kernel
+    assert H.kernel_norm({"param_norm_layers": LAYERS}) == pytest.approx(13.0, rel=1e-12)
+    assert H.kernel_norm({"param_norm_layers": {"kernel": 2.0}}) == 2.0  # a top-level leaf named kernel
 
 
 def test_kernel_norm_none_without_layers_kernels_or_finite_values():
-    assert M.kernel_norm({"param_norm": 5.0}) is None
-    assert M.kernel_norm({"param_norm_layers": {"dense_0/bias": 1.0, "bn/scale": 2.0}}) is None
-    assert M.kernel_norm({"param_norm_layers": {"a/kernel": math.nan, "b/kernel": 1.0}}) is None
+    assert H.kernel_norm({"param_norm": 5.0}) is None
+    assert H.kernel_norm({"param_norm_layers": {"dense_0/bias": 1.0, "bn/scale": 2.0}}) is None
+    assert H.kernel_norm({"param_norm_layers": {"a/kernel": math.nan, "b/kernel": 1.0}}) is None
 
 
 def test_member_kernel_norms_at_init_best_and_final():
     layers = [{"dense_0/kernel": 0.3, "bn/scale": 27.7}, {"dense_0/kernel": 0.5, "bn/scale": 27.0},
               {"dense_0/kernel": 0.8, "bn/scale": 26.0}]
     rows = history(val_loss=[2.0, 0.5, 0.9], layers=layers, param_norm=[27.7, 27.0, 26.0])
-    s = M.member_summary(rows, {"optimizer": "sgd", "sigma_w": 0.1, "seed": 0}, None, 10, 0.0)
+    s = H.member_summary(rows, {"optimizer": "sgd", "sigma_w": 0.1, "seed": 0}, None, 10, 0.0)
     assert (s["kernel_norm_init"], s["kernel_norm_best"], s["kernel_norm_final"]) == (0.3, 0.5, 0.8)
     assert (s["param_norm_init"], s["param_norm_final"]) == (27.7, 26.0)  # the total stays, separately
 
 
 # --------------------------------------------------------------------------- clocks
 def test_clocks_constant_schedule():
-    c = M.clocks(np.full(100, 0.1), batch_size=10, l2=0.01)
+    c = H.clocks(np.full(100, 0.1), batch_size=10, l2=0.01)
     assert c == pytest.approx({"T_SGD": 0.1, "T_L2": 0.1, "T_adapt": 10.0})
 
 
 def test_clocks_step_schedule():
     # 50 steps at 0.1 then 50 at 0.01: sum eta = 5.5, sum eta^2 = 0.5 + 0.005
-    c = M.clocks([0.1] * 50 + [0.01] * 50, batch_size=10, l2=0.01)
+    c = H.clocks([0.1] * 50 + [0.01] * 50, batch_size=10, l2=0.01)
     assert c == pytest.approx({"T_SGD": 0.0505, "T_L2": 0.055, "T_adapt": 5.5})
 
 
 def test_clocks_no_l2_and_bad_batch_or_momentum():
-    assert M.clocks([0.1, 0.2], batch_size=2, l2=0.0)["T_L2"] == 0.0
+    assert H.clocks([0.1, 0.2], batch_size=2, l2=0.0)["T_L2"] == 0.0
     with pytest.raises(ValueError):
-        M.clocks([0.1], batch_size=0, l2=0.0)
+        H.clocks([0.1], batch_size=0, l2=0.0)
     for mu in (1.0, -0.1):
         with pytest.raises(ValueError, match="momentum"):
-            M.clocks([0.1], batch_size=1, l2=0.0, momentum=mu)
+            H.clocks([0.1], batch_size=1, l2=0.0, momentum=mu)
 
 
 def test_momentum_clocks_on_the_effective_step():
     # eta = 0.01, mu = 0.9 -> eta_eff = 0.1: T_SGD = 1000 * 0.01 / 100 = 0.1, T_adapt = 100, T_L2 = 5e-4 * 100
     etas = np.full(1000, 0.01)
-    sgd = M.clocks(etas, 100, 5e-4)
-    mom = M.clocks(etas, 100, 5e-4, momentum=0.9)
+    sgd = H.clocks(etas, 100, 5e-4)
+    mom = H.clocks(etas, 100, 5e-4, momentum=0.9)
     assert mom == pytest.approx({"T_SGD": 0.1, "T_L2": 0.05, "T_adapt": 100.0}, rel=1e-12)
     assert mom["T_SGD"] / sgd["T_SGD"] == pytest.approx(100.0, rel=1e-12)
     assert mom["T_adapt"] / sgd["T_adapt"] == pytest.approx(10.0, rel=1e-12)
     assert mom["T_L2"] / sgd["T_L2"] == pytest.approx(10.0, rel=1e-12)
-    assert M.clocks(etas, 100, 5e-4, momentum=0.0) == sgd
+    assert H.clocks(etas, 100, 5e-4, momentum=0.0) == sgd
 
 
 def test_clocks_at_step_take_the_first_steps_only():
     etas = [0.1] * 20 + [0.01] * 30
-    assert M.clocks_at_step(etas, 20, 10, 0.5) == pytest.approx({"T_SGD": 0.02, "T_L2": 1.0, "T_adapt": 2.0})
-    assert M.clocks_at_step(etas, 0, 10, 0.5) == {"T_SGD": 0.0, "T_L2": 0.0, "T_adapt": 0.0}
-    assert M.clocks_at_step(etas, 51, 10, 0.5) == dict.fromkeys(M.CLOCKS)   # beyond the known steps
-    assert M.clocks_at_step(None, 5, 10, 0.5) == dict.fromkeys(M.CLOCKS)
-    assert M.clocks_at_step(etas, None, 10, 0.5) == dict.fromkeys(M.CLOCKS)
+    assert H.clocks_at_step(etas, 20, 10, 0.5) == pytest.approx({"T_SGD": 0.02, "T_L2": 1.0, "T_adapt": 2.0})
+    assert H.clocks_at_step(etas, 0, 10, 0.5) == {"T_SGD": 0.0, "T_L2": 0.0, "T_adapt": 0.0}
+    assert H.clocks_at_step(etas, 51, 10, 0.5) == dict.fromkeys(H.CLOCKS)   # beyond the known steps
+    assert H.clocks_at_step(None, 5, 10, 0.5) == dict.fromkeys(H.CLOCKS)
+    assert H.clocks_at_step(etas, None, 10, 0.5) == dict.fromkeys(H.CLOCKS)
 
 
 def test_clocks_at_best_from_the_step_of_the_selected_row():
@@ -193,7 +195,7 @@ def test_clocks_at_best_from_the_step_of_the_selected_row():
     etas = [0.1] * 20 + [0.01] * 30
     rows = history(val_loss=[2.0, 0.9, 0.5, 0.6, 0.7], train_acc=[0.1, 0.5, 0.9, 1.0, 1.0],
                    steps=[0, 7, 20, 33, 50])
-    s = M.member_summary(rows, {"optimizer": "momentum", "sigma_w": 1.0, "seed": 0}, etas, 10, 0.0, momentum=0.9)
+    s = H.member_summary(rows, {"optimizer": "momentum", "sigma_w": 1.0, "seed": 0}, etas, 10, 0.0, momentum=0.9)
     assert (s["best_epoch"], s["best_epoch_interpolated"]) == (2, 3)
     assert s["clocks_at_best"]["T_adapt"] == pytest.approx(20 * 0.1 / 0.1)
     assert s["clocks_at_best"]["T_SGD"] == pytest.approx(20 * 1.0 ** 2 / 10)
@@ -206,7 +208,7 @@ def test_member_summary_values_from_the_best_row():
     rows = history(val_loss=[2.0, 0.5, 0.9], train_acc=[0.1, 0.97, 1.0], val_acc=[0.1, 0.8, 0.85],
                    test_acc=[0.1, 0.79, 0.83], param_norm=[3.0, 4.0, 6.0],
                    layers=[{"k/kernel": 1.0}, {"k/kernel": 2.0}, LAYERS])
-    s = M.member_summary(rows, {"optimizer": "adam", "sigma_w": 0.5, "seed": 3},
+    s = H.member_summary(rows, {"optimizer": "adam", "sigma_w": 0.5, "seed": 3},
                          np.full(100, 0.1), 10, 0.01)
     assert DESIGN_MEMBER_KEYS <= set(s)
     # the eta clocks and the measured update clocks (None: these rows carry no update sums)
@@ -229,7 +231,7 @@ def test_member_summary_values_from_the_best_row():
 def test_member_summary_diverged_member_with_nan_rows():
     rows = history(val_loss=[2.0, 0.7, None, math.nan], test_acc=[0.1, 0.6, None, math.nan],
                    param_norm=[3.0, 5.0, math.nan, None], diverged_from=2)
-    s = M.member_summary(rows, {"optimizer": "sgd", "sigma_w": 2.0, "seed": 0}, None, 10, 0.0)
+    s = H.member_summary(rows, {"optimizer": "sgd", "sigma_w": 2.0, "seed": 0}, None, 10, 0.0)
     assert s["diverged"] is True and s["diverged_step"] == 15
     assert s["best_epoch"] == 1 and s["test_acc_at_best"] == 0.6
     assert s["diverged_before_best"] is False  # diverged after its best epoch: the predictor stands
@@ -245,7 +247,7 @@ def test_member_summary_flags_a_best_epoch_on_the_frozen_state():
     # a history whose step counter runs on past the divergence, without the row flag
     running = [{**r, "diverged": False, "step": 10 * r["epoch"]} for r in frozen]
     for rows in (frozen, running):
-        s = M.member_summary(rows, {"optimizer": "sgd", "sigma_w": 2.0, "seed": 0}, None, 10, 0.0)
+        s = H.member_summary(rows, {"optimizer": "sgd", "sigma_w": 2.0, "seed": 0}, None, 10, 0.0)
         assert s["best_epoch"] == 2 and s["diverged_step"] == 15
         assert s["diverged_before_best"] is True
 
@@ -280,8 +282,8 @@ def test_spread_two_seeds_by_hand():
     assert sp["min_test_acc"] == pytest.approx(0.725)
     assert sp["max_test_acc"] == pytest.approx(0.875)
     assert sp["all_interpolated"] is True
-    assert {c: sp["clocks"][c] for c in M.CLOCKS} == pytest.approx({"T_SGD": 0.1, "T_L2": 0.0, "T_adapt": 10.0})
-    assert {c: sp["clocks_at_best"][c] for c in M.CLOCKS} == pytest.approx({"T_SGD": 0.01, "T_L2": 0.0, "T_adapt": 1.0})
+    assert {c: sp["clocks"][c] for c in H.CLOCKS} == pytest.approx({"T_SGD": 0.1, "T_L2": 0.0, "T_adapt": 10.0})
+    assert {c: sp["clocks_at_best"][c] for c in H.CLOCKS} == pytest.approx({"T_SGD": 0.01, "T_L2": 0.0, "T_adapt": 1.0})
     assert sp["clocks"]["T_update"] is None     # the members carry no measured clock
 
 
@@ -387,7 +389,7 @@ def test_summarize_with_member_info_and_per_member_schedules():
     rows = history(0, "sgd", 1.0, 0, val_loss=[1, 0.5]) + history(1, "sgd", 2.0, 0, val_loss=[1, 0.4])
     info = [{"optimizer": "sgd", "sigma_w": 1.0, "seed": 0}, {"optimizer": "sgd", "sigma_w": 2.0, "seed": 0}]
     s = M.summarize(rows, info, [[0.1] * 10, [0.2] * 10], [10, 5], [0.0, 0.1])
-    eta_clocks = [{c: m["clocks"][c] for c in M.CLOCKS} for m in s["members"]]   # T_update*: None here
+    eta_clocks = [{c: m["clocks"][c] for c in H.CLOCKS} for m in s["members"]]   # T_update*: None here
     assert eta_clocks[0] == pytest.approx({"T_SGD": 0.01, "T_L2": 0.0, "T_adapt": 1.0})
     assert eta_clocks[1] == pytest.approx({"T_SGD": 0.08, "T_L2": 0.2, "T_adapt": 2.0})
 
@@ -403,7 +405,7 @@ def test_to_json_converts_numpy_and_nan():
 def test_read_metrics_drops_a_truncated_last_line(tmp_path):
     p = tmp_path / "metrics.jsonl"
     p.write_text('{"epoch": 0, "val_loss": NaN}\n{"epoch": 1, "val_loss": null}\n{"epoch": 2, "val_lo')
-    rows = M.read_metrics(p)
+    rows = H.read_metrics(p)
     assert [r["epoch"] for r in rows] == [0, 1]
     assert math.isnan(rows[0]["val_loss"]) and rows[1]["val_loss"] is None
 
@@ -412,14 +414,14 @@ def test_read_metrics_rejects_corruption_in_the_middle(tmp_path):
     p = tmp_path / "metrics.jsonl"
     p.write_text('{"epoch": 0}\n{"epo\n{"epoch": 2}\n\n')
     with pytest.raises(ValueError, match="line 2"):
-        M.read_metrics(p)
+        H.read_metrics(p)
 
 
 def test_markdown_table():
     # issue 18 changed the table: spread beside its null and p, the slope with its interval and p, the
     # norm coupling, the repair gap and the clocks in one cell; a legend line before the notes
     s = M.summarize(_run_rows(), None, np.full(100, 0.1), 10, 0.0)
-    lines = M.markdown_table(s).strip().splitlines()
+    lines = tables.markdown_table(s).strip().splitlines()
     assert len(lines) == 8  # header, rule, sgd, adam, blank, legend, blank, one note
     cells = [c.strip() for c in lines[2].split("|")[1:-1]]
     # the diverged sgd member (kept) never interpolates and has no final accuracy: those spreads are null;

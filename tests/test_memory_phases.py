@@ -10,7 +10,8 @@ import numpy as np
 import pytest
 
 from experiments import memory_phases
-from jaxinit import cli, memory
+from jaxinit import memory
+from jaxinit.run import cli
 from jaxinit.memory import measures, study
 from jaxinit.models.deep import DeepMLP
 from jaxinit.shared import nets
@@ -19,7 +20,7 @@ N_CLASSES = 10
 
 
 def _run(argv):
-    return cli.run(replace(memory_phases.EXPERIMENT, default_out="unused"), argv)
+    return cli.run(memory_phases.EXPERIMENT, argv)
 
 
 def _off(n=512, d=40, q0=1.0):

@@ -8,7 +8,7 @@ import math
 import numpy as np
 import pytest
 
-from jaxinit.config import ConfigError
+from jaxinit.errors import ConfigError
 from jaxinit.forgetting import memory as M
 from jaxinit.shared import seed_stats as stats
 

@@ -148,7 +148,7 @@ def test_at_train_acc_first_epoch_reaching_each_threshold_before_divergence():
     acc, epoch = H.at_train_acc(rows)
     assert acc == {"0.8": 0.6, "0.9": 0.65, "0.95": 0.7, "0.995": None}   # the frozen row does not count
     assert epoch == {"0.8": 1, "0.9": 2, "0.95": 3, "0.995": None}
-    s = M.member_summary(rows, {"optimizer": "sgd", "sigma_w": 1.0, "seed": 0}, None, 10, 0.0)
+    s = H.member_summary(rows, {"optimizer": "sgd", "sigma_w": 1.0, "seed": 0}, None, 10, 0.0)
     assert s["test_acc_at_train_acc"] == acc and s["epoch_at_train_acc"] == epoch
 
 
@@ -187,7 +187,7 @@ def test_measured_update_clocks_mean_over_kernels_at_the_end_and_at_the_selected
     rows = _rows_with_updates(0, 1.0, [0.0, 1.0, 2.0], [0.0, 0.1, 0.4])
     assert H.measured_clocks(rows[2]) == pytest.approx({"T_update": 4.0, "T_update2": 0.4})   # biases ignored
     assert H.measured_clocks({"epoch": 0}) == {"T_update": None, "T_update2": None}         # an old run's row
-    s = M.member_summary(rows, {"optimizer": "adam", "sigma_w": 1.0, "seed": 0}, np.full(20, 0.1), 10, 0.0)
+    s = H.member_summary(rows, {"optimizer": "adam", "sigma_w": 1.0, "seed": 0}, np.full(20, 0.1), 10, 0.0)
     assert s["clocks"]["T_update"] == pytest.approx(4.0) and s["clocks"]["T_adapt"] == pytest.approx(2.0)
     assert s["clocks_at_best"]["T_update"] == pytest.approx(2.0) and s["clocks_at_best"]["T_update2"] == pytest.approx(0.1)
     rows += _rows_with_updates(1, 2.0, [0.0, 3.0, 4.0], [0.0, 0.3, 0.6])
@@ -256,6 +256,6 @@ def test_member_kernel_norm_at_the_interpolated_selection():
     rows = [{"epoch": e, "step": 10 * e, "train_acc": tr, "val_loss": vl, "test_acc": 0.5, "diverged": False,
              "param_norm_layers": {"dense_0/kernel": n, "bn_0/scale": 9.0}}
             for e, (tr, vl, n) in enumerate([(0.1, 2.0, 1.0), (0.9, 0.5, 2.0), (1.0, 0.6, 4.0), (1.0, 0.7, 5.0)])]
-    s = M.member_summary(rows, {"optimizer": "sgd", "sigma_w": 1.0, "seed": 0}, None, 10, 0.0)
+    s = H.member_summary(rows, {"optimizer": "sgd", "sigma_w": 1.0, "seed": 0}, None, 10, 0.0)
     assert (s["best_epoch"], s["best_epoch_interpolated"]) == (1, 2)
     assert (s["kernel_norm_best"], s["kernel_norm_best_interpolated"], s["kernel_norm_final"]) == (2.0, 4.0, 5.0)

@@ -8,7 +8,8 @@ import numpy as np
 import pytest
 
 import jaxinit.models as models
-from jaxinit.config import ConfigError, ModelConfig
+from jaxinit.config import ModelConfig
+from jaxinit.errors import ConfigError
 from jaxinit.models import Model, from_flax, layers, make_model, make_module
 from jaxinit.models.resnet import make_cifar_resnet
 

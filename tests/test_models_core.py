@@ -5,7 +5,7 @@ import jax.numpy as jnp
 import numpy as np
 import pytest
 
-from jaxinit.config import ConfigError
+from jaxinit.errors import ConfigError
 from jaxinit.models import from_flax
 from jaxinit.models.core import template_variables
 

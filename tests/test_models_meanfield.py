@@ -188,7 +188,7 @@ def test_registry_factories_build_flax_models(name):
 
 
 def test_bad_model_settings_are_config_errors():
-    from jaxinit.config import ConfigError
+    from jaxinit.errors import ConfigError
     with pytest.raises(ConfigError, match="depth and width must be >= 1"):
         deep.DeepMLP(2, width=0, depth=3)
     with pytest.raises(ConfigError, match="multiple of heads"):

@@ -20,8 +20,10 @@ import pytest
 from experiments import forgetting as F
 from experiments import phase_diagram as P
 from jaxinit.train import engine
-from jaxinit import cli, forgetting, rundir
-from jaxinit.config import ConfigError, DataConfig, ModelConfig, Preset, Presets, SweepConfig, TrainConfig
+from jaxinit import forgetting
+from jaxinit.run import cli, manifest, rundir, runinfo
+from jaxinit.config import DataConfig, ModelConfig, Preset, Presets, SweepConfig, TrainConfig
+from jaxinit.errors import ConfigError
 from jaxinit.forgetting import loop
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -39,7 +41,7 @@ def _one_line(capsys, fragment: str, continued: bool = False) -> str:
 def _snapshot(d: Path) -> dict[str, bytes]:
     """Every file under ``d`` (the lock aside: its holder line changes) by relative path."""
     return {p.relative_to(d).as_posix(): p.read_bytes() for p in sorted(d.rglob("*"))
-            if p.is_file() and not p.is_symlink() and p.name != rundir.LOCK}
+            if p.is_file() and not p.is_symlink() and p.name != manifest.LOCK}
 
 
 @pytest.fixture(scope="module")
@@ -158,9 +160,9 @@ def test_a_rerun_under_x64_is_refused_naming_it(run_copy, capsys):
 def test_a_run_made_before_fingerprints_adopts_one_on_its_first_resume(tmp_path):
     out = tmp_path / "o"
     assert _tiny(["--out", str(out)]) == 0
-    (out / rundir.FINGERPRINT).unlink()
+    (out / runinfo.FINGERPRINT).unlink()
     assert _tiny(["--out", str(out), "--resume"]) == 0
-    assert set(json.loads((out / rundir.FINGERPRINT).read_text())) == {"config", "environment"}
+    assert set(json.loads((out / runinfo.FINGERPRINT).read_text())) == {"config", "environment"}
 
 
 # --------------------------------------------------------------------------- 6: an edited config.json
@@ -192,7 +194,7 @@ def test_igb_init_resume_with_an_edited_config_json_never_reuses_cached_results(
     from jaxinit.shared import sink
 
     def igb(main, argv):
-        return cli.run(replace(igb_init.EXPERIMENT, default="smoke", main=main, default_out="unused", replot=None),
+        return cli.run(replace(igb_init.EXPERIMENT, default="smoke", main=main, replot=None),
                        argv)
     out = tmp_path / "run"
     assert igb(lambda cfg, o, r: sink.saver(o)("gaussian__mlp_tanh", {"a": np.arange(3)}), ["--out", str(out)]) == 0
@@ -278,7 +280,7 @@ def test_a_symlinked_lock_is_refused_and_its_target_kept(tmp_path, capsys):
     precious.write_text("precious")
     out = tmp_path / "o"
     out.mkdir()
-    (out / rundir.LOCK).symlink_to(precious)
+    (out / manifest.LOCK).symlink_to(precious)
     assert _tiny(["--out", str(out)]) == 2
     _one_line(capsys, "is a symbolic link")
     assert precious.read_text() == "precious" and not (out / "config.json").exists()
@@ -297,7 +299,7 @@ def _signal_from(monkeypatch, owner, name):
 @pytest.mark.parametrize("phase", ["set-up", "end of training", "figures"])
 def test_sigterm_in_any_phase_stops_with_143_and_one_line(run_copy, capsys, monkeypatch, phase):
     from jaxinit.forgetting import plotting
-    from jaxinit.train import sink
+    from jaxinit.run import sink
     owner, name = {"set-up": (loop, "study"), "end of training": (sink.RunFiles, "finish"),
                    "figures": (plotting, "make_all")}[phase]
     _signal_from(monkeypatch, owner, name)
@@ -348,11 +350,11 @@ class _Cfg:
 
 
 def _tiny_main(cfg, out, resume):
-    rundir.Manifest(out).write_json(out / "summary.json", {"epochs": cfg.train.epochs})
+    manifest.Manifest(out).write_json(out / "summary.json", {"epochs": cfg.train.epochs})
 
 
-_TINY = cli.Experiment(prog="x", doc="doc", presets=Presets({"a": Preset(_Cfg(), "the defaults")}), default="a",
-                       main=_tiny_main, default_out="unused")
+_TINY = cli.Experiment(name="x", doc="doc", presets=Presets({"a": Preset(_Cfg(), "the defaults")}), default="a",
+                       main=_tiny_main)
 
 
 def _tiny(argv):

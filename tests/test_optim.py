@@ -7,7 +7,8 @@ import jax.numpy as jnp
 import numpy as np
 import pytest
 
-from jaxinit.config import ConfigError, OptConfig
+from jaxinit.config import OptConfig
+from jaxinit.errors import ConfigError
 from jaxinit.optim import (MUON_ADAM_LR_RATIO, SETTINGS, OptSetting, check_setting, make_optimizer,
                            make_schedule, muon_labels, resolve_setting)
 

@@ -7,7 +7,8 @@ import optax
 import pytest
 
 from experiments import forgetting
-from jaxinit.config import ConfigError, OptConfig
+from jaxinit.config import OptConfig
+from jaxinit.errors import ConfigError
 from jaxinit.optim import MUON_ADAM_LR_RATIO, OptSetting, check_setting, make_optimizer, muon_labels, resolve_setting
 
 from test_optim import _normal, _params   # the same small tree as the optimizer tests

@@ -1,17 +1,16 @@
 """`python -m experiments.phase_diagram`: the smoke preset end to end, its files, bad input -> exit 2."""
 import json
-from dataclasses import replace
 
 import numpy as np
 import pytest
 
 from experiments import phase_diagram as main_module
-from jaxinit import cli
+from jaxinit.run import cli
 from jaxinit.igb import config_phase, phase_baseline, phase_diagram as pd
 
 
 def _run(argv):
-    return cli.run(replace(main_module.EXPERIMENT, default_out="unused"), argv)
+    return cli.run(main_module.EXPERIMENT, argv)
 
 
 @pytest.fixture(scope="module")

@@ -10,8 +10,9 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from jaxinit.config import ConfigError
-from jaxinit.forgetting import memory, plotting
+from jaxinit.errors import ConfigError
+from jaxinit.forgetting import figures, memory, plotting
+from jaxinit.shared import history
 
 ROOT = Path(__file__).resolve().parents[1]
 PNG_MAGIC = b"\x89PNG\r\n\x1a\n"
@@ -51,7 +52,7 @@ def _write_run(d: Path, lr: float = 0.1, epochs: int = 4) -> Path:
             f.write(json.dumps(r) + "\n")
         f.write('{"member": 0, "epo')  # a killed run's partial line
     l2 = {i: (0.01 if i >= 6 and i < 12 else 0.0) for i in range(m + 1)}
-    summary = memory.summarize(memory.read_metrics(d / "metrics.jsonl"), None,
+    summary = memory.summarize(history.read_metrics(d / "metrics.jsonl"), None,
                                np.full(10 * epochs, lr), 32, l2)
     (d / "summary.json").write_text(json.dumps(summary, allow_nan=False))
     return d
@@ -108,7 +109,7 @@ def test_norm_figure_plots_seed_mean_kernel_norms():
     rows = [{"member": m, "optimizer": "sgd", "sigma_w": s, "seed": seed, "epoch": e,
              "param_norm_layers": _layers(s, seed, e)}
             for m, (s, seed) in enumerate([(0.5, 0), (0.5, 1), (2.0, 0)]) for e in range(3)]
-    curves = plotting.kernel_norm_curves(rows)
+    curves = figures.kernel_norm_curves(rows)
     epochs, y = curves["sgd"][0.5]
     assert epochs == [0, 1, 2]
     # seed 0: sqrt((1.5 + e)^2 + 2^2), seed 1: sqrt((2.5 + e)^2 + 2^2); BatchNorm and bias leaves left out
@@ -120,21 +121,21 @@ def test_norm_figure_plots_seed_mean_kernel_norms():
 def test_spread_points_follow_the_selection_rule_and_clock_basis(tmp_path):
     summary = json.loads((_write_run(tmp_path / "run") / "summary.json").read_text())
     spread = summary["spread"]["sgd"]
-    at_best = {p["label"]: p for p in plotting.spread_points(summary)}
+    at_best = {p["label"]: p for p in figures.spread_points(summary)}
     assert at_best["sgd"]["spread"] == spread["spread_pp"] and at_best["sgd"]["ci"] == spread["spread_ci95"]
     assert at_best["sgd"]["x"]["T_SGD"] == spread["clocks_at_best"]["T_SGD"]
     assert at_best["sgd"]["x"]["T_SGD"] < spread["clocks"]["T_SGD"]   # best epoch 2 of 4
-    end = {p["label"]: p for p in plotting.spread_points(summary, clock_basis="end", epochs=4)}
+    end = {p["label"]: p for p in figures.spread_points(summary, clock_basis="end", epochs=4)}
     assert end["sgd"]["x"]["T_SGD"] == spread["clocks"]["T_SGD"] and end["sgd"]["x"]["epochs"] == 4
     assert at_best["sgd"]["x"]["epochs"] == 2    # the median selected epoch
-    final = {p["label"]: p for p in plotting.spread_points(summary, "final")}
+    final = {p["label"]: p for p in figures.spread_points(summary, "final")}
     assert final["sgd_l2"]["spread"] == summary["spread"]["sgd_l2"]["spread_pp_final"]
     assert final["sgd_l2"]["ci"] == summary["spread"]["sgd_l2"]["spread_final_ci95"]
     assert final["sgd_l2"]["x"]["T_adapt"] == summary["spread"]["sgd_l2"]["clocks"]["T_adapt"]
     with pytest.raises(ConfigError):
-        plotting.spread_points(summary, "latest")
+        figures.spread_points(summary, "latest")
     with pytest.raises(ValueError, match="clock basis"):
-        plotting.spread_points(summary, clock_basis="start")
+        figures.spread_points(summary, clock_basis="start")
 
 
 def test_cli_selection_and_clock_basis(tmp_path):

@@ -8,8 +8,11 @@ from dataclasses import dataclass, replace
 import numpy as np
 import pytest
 
-from jaxinit import cli, files, interrupt, rundir
-from jaxinit.config import ConfigError, Preset, Presets, TrainConfig, apply_overrides
+from jaxinit import interrupt
+from jaxinit.run import cli, files, manifest, rundir
+from jaxinit.config import Preset, Presets, TrainConfig
+from jaxinit.run.config_parse import override
+from jaxinit.errors import ConfigError
 
 
 @dataclass(frozen=True)
@@ -23,14 +26,14 @@ CALLS = []
 
 def _main(cfg, out, resume):
     CALLS.append((cfg.train.epochs, resume))
-    rundir.Manifest(out).write_json(out / "summary.json", {"epochs": cfg.train.epochs})
+    manifest.Manifest(out).write_json(out / "summary.json", {"epochs": cfg.train.epochs})
 
 
-PRESETS = Presets({"a": Preset(Cfg(), "the defaults"), "b": Preset(apply_overrides(Cfg(), ["--train.epochs=3"]),
+PRESETS = Presets({"a": Preset(Cfg(), "the defaults"), "b": Preset(override(Cfg(), "--train.epochs=3"),
                                                                    "three epochs")})
 
 
-EXPERIMENT = cli.Experiment(prog="x", doc="doc", presets=PRESETS, default="a", main=_main, default_out="unused")
+EXPERIMENT = cli.Experiment(name="x", doc="doc", presets=PRESETS, default="a", main=_main)
 
 
 def _run(argv):
@@ -63,7 +66,7 @@ def test_rerun_of_another_config_is_refused_and_nothing_changes(tmp_path, capsys
 def test_overwrite_replaces_only_the_runs_own_files(tmp_path):
     out = tmp_path / "o"
     assert _run(["--out", str(out)]) == 0
-    rundir.Manifest(out).write_text(out / "figures" / "a.png", "png")     # the run's figure
+    manifest.Manifest(out).write_text(out / "figures" / "a.png", "png")     # the run's figure
     (out / "figures" / "mine.pdf").write_bytes(b"%PDF")                  # a user's file beside it
     assert _run(["--out", str(out), "--train.epochs=4", "--overwrite"]) == 0 and CALLS == [(4, False)]
     assert json.loads((out / "config.json").read_text())["train"]["epochs"] == 4
@@ -84,7 +87,7 @@ def test_a_directory_with_user_files_is_never_touched(tmp_path, capsys):
 def test_partial_run_needs_overwrite(tmp_path, capsys):
     # A run that recorded its files in a manifest but lost config.json: its own files, provably.
     out = tmp_path / "o"
-    rundir.Manifest(out).write_text(out / "metrics.jsonl", "{}\n", digest=False)
+    manifest.Manifest(out).write_text(out / "metrics.jsonl", "{}\n", digest=False)
     assert rundir.inspect(out) == "partial"
     assert _run(["--out", str(out)]) == 2
     assert "without config.json" in _one_error(capsys)

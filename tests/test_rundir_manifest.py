@@ -1,4 +1,4 @@
-"""The run manifest (jaxinit.rundir.Manifest): a run deletes what it wrote and nothing else.
+"""The run manifest (jaxinit.run.manifest.Manifest): a run deletes what it wrote and nothing else.
 
 Issue 20 items 1, 2 and 9: `--resume` deleted a user's files in figures/, `--overwrite` deleted user data
 that merely had a run file's name (checkpoints/90.pt, checkpoints/0/README.txt, points/<anything>/), and
@@ -10,13 +10,13 @@ import os
 
 import pytest
 
-from jaxinit import rundir
-from jaxinit.config import ConfigError
+from jaxinit.run import manifest, rundir
+from jaxinit.errors import ConfigError
 
 
 def _run_with_manifest(out):
     """A finished run as an integrated sink writes it: every file through the manifest."""
-    m = rundir.Manifest(out)
+    m = manifest.Manifest(out)
     m.write_json(out / "config.json", {"train": {"epochs": 3}}, digest=False)
     m.record(out / "metrics.jsonl")
     (out / "metrics.jsonl").write_text('{"epoch": 0}\n')
@@ -79,8 +79,8 @@ def test_clear_owned_deletes_only_manifest_entries(tmp_path):
     assert _still_there(out, made)
     for rel in ("config.json", "metrics.jsonl", "summary.json", "figures/fig1.png", "results", "checkpoints/6"):
         assert not (out / rel).exists(), rel
-    assert kept == ["checkpoints", "figures"] and (out / rundir.MANIFEST).exists()
-    left = rundir.Manifest(out).entries()
+    assert kept == ["checkpoints", "figures"] and (out / manifest.MANIFEST).exists()
+    left = manifest.Manifest(out).entries()
     assert set(left) == {"figures", "checkpoints"}          # folders still holding the user's files
 
 
@@ -108,7 +108,7 @@ def test_a_nested_run_inside_a_recorded_folder_is_never_deleted(tmp_path):
     out = tmp_path / "run"
     m = _run_with_manifest(out)
     inner = out / "figures" / "run2"
-    rundir.Manifest(inner).write_json(inner / "config.json", {}, digest=False)
+    manifest.Manifest(inner).write_json(inner / "config.json", {}, digest=False)
     m.record(out / "checkpoints" / "12", "checkpoint")           # recorded, then a user's run took the name
     (out / "checkpoints" / "12").mkdir()
     (out / "checkpoints" / "12" / "config.json").write_text("{}")
@@ -119,7 +119,7 @@ def test_a_nested_run_inside_a_recorded_folder_is_never_deleted(tmp_path):
 
 def test_a_recorded_sub_run_is_cleared_with_its_own_manifest(tmp_path):
     out = tmp_path / "clocks"
-    m = rundir.Manifest(out)
+    m = manifest.Manifest(out)
     m.write_json(out / "config.json", {}, digest=False)
     point = out / "points" / "sgd_lr0.05"
     m.record(point, "run")
@@ -142,7 +142,7 @@ def test_a_write_killed_at_any_point_leaves_a_directory_that_is_still_the_runs(t
             raise RuntimeError
     assert rundir.foreign_entries(out) == []
     # Killed between the rename and the digest's update: the new bytes match the pending digest.
-    monkeypatch.setattr("jaxinit.manifest._settle", lambda *a: (_ for _ in ()).throw(KeyboardInterrupt))
+    monkeypatch.setattr("jaxinit.run.manifest._settle", lambda *a: (_ for _ in ()).throw(KeyboardInterrupt))
     with pytest.raises(KeyboardInterrupt):
         m.write_json(out / "summary.json", {"spread": 2.0})
     assert json.loads((out / "summary.json").read_text()) == {"spread": 2.0}
@@ -166,7 +166,7 @@ def test_a_write_killed_at_any_point_leaves_a_directory_that_is_still_the_runs(t
 def test_an_unreadable_manifest_is_one_line(tmp_path):
     out = tmp_path / "run"
     _run_with_manifest(out)
-    (out / rundir.MANIFEST).write_text('{"format": "jaxinit run manifest 1", "entries": {"a": {"kind": "')
+    (out / manifest.MANIFEST).write_text('{"format": "jaxinit run manifest 1", "entries": {"a": {"kind": "')
     with pytest.raises(ConfigError, match="cannot be told from others") as err:
         rundir.inspect(out)
     assert "\n" not in str(err.value)
@@ -176,7 +176,7 @@ def test_an_unreadable_manifest_is_one_line(tmp_path):
 
 
 def test_paths_outside_the_run_are_not_recorded(tmp_path):
-    m = rundir.Manifest(tmp_path / "run")
+    m = manifest.Manifest(tmp_path / "run")
     with pytest.raises(ValueError):
         m.record(tmp_path / "elsewhere.txt")
     with pytest.raises(ValueError):
@@ -209,8 +209,8 @@ def test_the_first_record_in_a_legacy_run_adopts_what_the_name_rule_owns(tmp_pat
     out = tmp_path / "old"
     _legacy_run(out)
     (out / "notes.txt").write_text("mine")
-    rundir.Manifest(out).write_json(out / "run.json", {})
-    e = rundir.Manifest(out).entries()
+    manifest.Manifest(out).write_json(out / "run.json", {})
+    e = manifest.Manifest(out).entries()
     assert {"config.json", "summary.json", "figures/fig1.png", "checkpoints/6", "run.json"} <= set(e)
     assert e["checkpoints/6"]["kind"] == "checkpoint" and "notes.txt" not in e
     assert rundir.foreign_entries(out) == ["notes.txt"]
@@ -238,7 +238,7 @@ def test_an_out_inside_another_runs_folders_is_refused(tmp_path):
 
 def test_a_sub_run_the_run_recorded_itself_is_allowed(tmp_path):
     c = tmp_path / "clocks"
-    m = rundir.Manifest(c)
+    m = manifest.Manifest(c)
     m.write_json(c / "config.json", {}, digest=False)
     m.record(c / "points" / "p1", "run")
     rundir.check_not_nested(c / "points" / "p1")
@@ -250,7 +250,7 @@ def test_legacy_runs_are_recognised_by_config_and_lock(tmp_path):
     a = tmp_path / "A"
     _legacy_run(a)
     rundir.check_not_nested(a / "checkpoints" / "999")    # no .lock: a notebook's folder, not provably a run
-    (a / rundir.LOCK).write_text("")
+    (a / manifest.LOCK).write_text("")
     with pytest.raises(ConfigError, match="in its checkpoints/"):
         rundir.check_not_nested(a / "checkpoints" / "999")
     (a / "points" / "p").mkdir(parents=True)
@@ -261,16 +261,16 @@ def test_legacy_runs_are_recognised_by_config_and_lock(tmp_path):
 def test_is_step_folder_by_content(tmp_path):
     step = tmp_path / "12"
     (step / "state").mkdir(parents=True)
-    assert not rundir.is_step_folder(step)                # not finalized: no _CHECKPOINT_METADATA
+    assert not manifest.is_step_folder(step)                # not finalized: no _CHECKPOINT_METADATA
     (step / "_CHECKPOINT_METADATA").write_text("{}")
-    assert rundir.is_step_folder(step)
+    assert manifest.is_step_folder(step)
     (step / "README.txt").write_text("x")
-    assert not rundir.is_step_folder(step)
+    assert not manifest.is_step_folder(step)
     (tmp_path / "3.orbax-checkpoint-tmp-99" / "meta.orbax-checkpoint-tmp-1").mkdir(parents=True)
-    assert rundir.is_step_folder(tmp_path / "3.orbax-checkpoint-tmp-99")
+    assert manifest.is_step_folder(tmp_path / "3.orbax-checkpoint-tmp-99")
     for name in ("90.pt", "²"):
         (tmp_path / name).mkdir()
         (tmp_path / name / "_CHECKPOINT_METADATA").write_text("{}")
-        assert not rundir.is_step_folder(tmp_path / name)
+        assert not manifest.is_step_folder(tmp_path / name)
     os.symlink(step, tmp_path / "13")
-    assert not rundir.is_step_folder(tmp_path / "13")
+    assert not manifest.is_step_folder(tmp_path / "13")

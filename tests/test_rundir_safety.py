@@ -15,8 +15,9 @@ from pathlib import Path
 import jax
 import pytest
 
-from jaxinit import interrupt, rundir
-from jaxinit.config import ConfigError
+from jaxinit import interrupt
+from jaxinit.run import manifest, provenance, rundir
+from jaxinit.errors import ConfigError
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -73,35 +74,35 @@ def test_the_lock_still_names_its_holder(tmp_path):
 
 # --------------------------------------------------------------------------- item 5: what changes results
 def test_numeric_environment_holds_what_changes_results():
-    env = rundir.numeric_environment()
+    env = provenance.numeric_environment()
     assert env["x64"] is False and env["platform"] == "cpu" and env["device_kind"]
     assert env["jax"] == jax.__version__ and env["default_prng_impl"] == "threefry2x32"
     assert json.loads(json.dumps(env)) == env                      # JSON, for a fingerprint and run.json
 
 
 def test_x64_and_matmul_precision_change_the_numeric_environment():
-    before = rundir.numeric_environment()
+    before = provenance.numeric_environment()
     try:
         jax.config.update("jax_enable_x64", True)
         jax.config.update("jax_default_matmul_precision", "highest")
-        after = rundir.numeric_environment()
+        after = provenance.numeric_environment()
     finally:
         jax.config.update("jax_enable_x64", False)
         jax.config.update("jax_default_matmul_precision", None)
     assert rundir.diff_keys(before, after) == ["default_matmul_precision", "x64"]
-    assert rundir.numeric_environment() == before
+    assert provenance.numeric_environment() == before
 
 
 def test_xla_flags_count_unless_known_inert(monkeypatch):
     text = ("--xla_dump_to=/tmp/d --xla_force_host_platform_device_count=4 --xla_cpu_enable_fast_math=true "
             "--xla_backend_optimization_level=0")
-    assert rundir.numeric_xla_flags(text) == ["--xla_backend_optimization_level=0", "--xla_cpu_enable_fast_math=true"]
+    assert provenance.numeric_xla_flags(text) == ["--xla_backend_optimization_level=0", "--xla_cpu_enable_fast_math=true"]
     monkeypatch.setenv("XLA_FLAGS", "--xla_cpu_enable_fast_math=true")
-    assert rundir.numeric_environment()["xla_flags"] == ["--xla_cpu_enable_fast_math=true"]
+    assert provenance.numeric_environment()["xla_flags"] == ["--xla_cpu_enable_fast_math=true"]
 
 
 def test_x64_from_the_environment_is_seen_by_a_fresh_process():
-    code = "from jaxinit import rundir; print(rundir.numeric_environment()['x64'])"
+    code = "from jaxinit.run import provenance; print(provenance.numeric_environment()['x64'])"
     env = {**os.environ, "JAX_ENABLE_X64": "1"}
     out = subprocess.run([sys.executable, "-c", code], cwd=ROOT, env=env, capture_output=True, text=True, check=True)
     assert out.stdout.strip() == "True"
@@ -111,26 +112,26 @@ def test_x64_from_the_environment_is_seen_by_a_fresh_process():
 def test_provenance_segments_are_appended_never_replaced(tmp_path):
     path = tmp_path / "run.json"
     path.write_text(json.dumps({"seconds": 3, "provenance": {"git_commit": "old", "host": "a"}}))
-    rundir.append_provenance(path, {"git_commit": "new", "epochs": [3, 5]})
-    segments = rundir.append_provenance(path, {"git_commit": "newer"})
+    provenance.append_provenance(path, {"git_commit": "new", "epochs": [3, 5]})
+    segments = provenance.append_provenance(path, {"git_commit": "newer"})
     data = json.loads(path.read_text())
     assert data["seconds"] == 3 and [s["git_commit"] for s in data["provenance"]] == ["old", "new", "newer"]
-    assert segments == data["provenance"] == rundir.read_provenance(path)
-    assert rundir.read_provenance(tmp_path / "none.json") == []
+    assert segments == data["provenance"] == provenance.read_provenance(path)
+    assert provenance.read_provenance(tmp_path / "none.json") == []
 
 
 def test_an_unreadable_run_json_is_kept_and_one_line(tmp_path):
     path = tmp_path / "run.json"
     path.write_text('{"provenance": [')
     with pytest.raises(ConfigError, match="earlier provenance would be lost") as err:
-        rundir.append_provenance(path, {"git_commit": "new"})
+        provenance.append_provenance(path, {"git_commit": "new"})
     assert "\n" not in str(err.value) and path.read_text() == '{"provenance": ['
 
 
 def test_provenance_goes_through_the_given_writer(tmp_path):
     out = tmp_path / "run"
-    m = rundir.Manifest(out)
-    rundir.append_provenance(out / "run.json", rundir.provenance(), write=m.write_json)
+    m = manifest.Manifest(out)
+    provenance.append_provenance(out / "run.json", provenance.provenance(), write=m.write_json)
     assert "sha256" in m.entries()["run.json"] and rundir.foreign_entries(out) == []
 
 

@@ -4,7 +4,7 @@ grid of one rate is no selection, and every preset selects over half its reporte
 import numpy as np
 import pytest
 
-from jaxinit.config import ConfigError
+from jaxinit.errors import ConfigError
 from jaxinit.igb import config_rescale, config_train
 from jaxinit.memory import config as memory_config
 from jaxinit.shared import case_train, selection

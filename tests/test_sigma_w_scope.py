@@ -9,7 +9,8 @@ import numpy as np
 import pytest
 
 from experiments import forgetting
-from jaxinit.config import ConfigError, ModelConfig
+from jaxinit.config import ModelConfig
+from jaxinit.errors import ConfigError
 from jaxinit.init import SIGMA_W_SCOPES, base_draw, is_head, is_kernel, scale_params
 from jaxinit.models import from_flax, make_model
 from jaxinit.models.core import template_variables

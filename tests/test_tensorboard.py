@@ -1,4 +1,4 @@
-"""`jaxinit.tensorboard`: metrics rows as TensorBoard event files, read back by TensorBoard's own reader."""
+"""`jaxinit.run.tensorboard`: metrics rows as TensorBoard event files, read back by TensorBoard's own reader."""
 import json
 import os
 import subprocess
@@ -8,9 +8,9 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from jaxinit import rundir
-from jaxinit import tensorboard as tb
-from jaxinit.config import ConfigError
+from jaxinit.run import manifest, rundir
+from jaxinit.run import tensorboard as tb
+from jaxinit.errors import ConfigError
 
 event_accumulator = pytest.importorskip("tensorboard.backend.event_processing.event_accumulator")
 ROOT = Path(__file__).resolve().parents[1]
@@ -53,9 +53,9 @@ def test_rows_come_back_with_their_steps_and_values(tmp_path):
 
 def test_files_are_the_runs_own_and_overwrite_deletes_only_them(tmp_path):
     (tmp_path / "config.json").write_text("{}")
-    rundir.Manifest(tmp_path).record(tmp_path / "config.json")
+    manifest.Manifest(tmp_path).record(tmp_path / "config.json")
     paths = tb.write_rows(tmp_path, _rows(range(2)))
-    entries = rundir.Manifest(tmp_path).entries()
+    entries = manifest.Manifest(tmp_path).entries()
     for p in paths:
         assert entries[p.relative_to(tmp_path).as_posix()] == {"kind": "file"}     # appended to: no digest
     user = tmp_path / "tensorboard" / "notes.txt"
@@ -117,7 +117,7 @@ def test_bad_places_and_rows_are_one_line(tmp_path):
 
 
 def test_tensorboardx_is_imported_only_to_write():
-    code = ("import sys, jaxinit.tensorboard as tb, jaxinit.runs, jaxinit.progress; "
+    code = ("import sys, jaxinit.run.tensorboard as tb, jaxinit.run.runs, jaxinit.progress; "
             "print(sorted(m for m in sys.modules if m.split('.')[0] in ('tensorboardX', 'tensorboard', 'jax')))")
     out = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True, timeout=120)
     assert out.returncode == 0, out.stderr[-2000:]

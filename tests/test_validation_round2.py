@@ -10,8 +10,11 @@ import numpy as np
 import pytest
 
 from experiments import benchmark, forgetting, igb_init, igb_train, phase_diagram
-from jaxinit import budget, cli
-from jaxinit.config import ConfigError, apply_overrides, from_dict, to_dict
+from jaxinit import budget
+from jaxinit.run import cli
+from jaxinit.config import to_dict
+from jaxinit.run.config_parse import override, from_dict
+from jaxinit.errors import ConfigError
 from jaxinit.forgetting import clocks
 from jaxinit.forgetting import config as fconfig
 from jaxinit.forgetting import plotting
@@ -20,7 +23,7 @@ from jaxinit.igb import results as results_schema
 
 
 def _cli(module, config_module, config_cls, argv):
-    return cli.run(replace(module.EXPERIMENT, default="smoke", default_out="unused", prepare=None), argv)
+    return cli.run(replace(module.EXPERIMENT, default="smoke", prepare=None), argv)
 
 
 RUNNERS = {
@@ -60,7 +63,7 @@ def test_values_are_checked_in_float32(tmp_path, capsys, name, argv, fragment):
 
 
 def test_exact_zero_decay_and_distinct_float32_values_pass():
-    cfg = apply_overrides(fconfig.SMOKE, ["--sweep.sigma_w=1.0,1.0000002", "--opt.weight_decay=0"])
+    cfg = override(fconfig.SMOKE, "--sweep.sigma_w=1.0,1.0000002", "--opt.weight_decay=0")
     fconfig.validate(cfg)   # 1.0000002 is the next float32 above 1.0: two members
 
 
@@ -104,7 +107,7 @@ def test_sizes_beyond_memory_are_refused_with_the_estimate(tmp_path, capsys, nam
 
 
 def test_memory_estimate_is_compared_with_the_machine(monkeypatch):
-    cfg = apply_overrides(fconfig.SMOKE, ["--sweep.seeds=1000"])
+    cfg = override(fconfig.SMOKE, "--sweep.seeds=1000")
     fconfig.validate(cfg)                       # 4,000 smoke members: ~0.16 GB
     monkeypatch.setattr(budget, "machine_memory", lambda: 10**8)
     with pytest.raises(ConfigError, match="4,000 members of .* parameters needs at least 0.163 GB"):

@@ -60,10 +60,9 @@ import jax.numpy as jnp
 import numpy as np
 
 from theory import gelu as xphi
-from theory.special import arcsin, arcsin_with_complement, sin_half_pi, sqrt1m as _sqrt1m  # noqa: F401
-# The closed forms of tanh (erf expansion, maxpool) live in their own module; importable from here.
-from theory.tanh_erf import (N_MAXPOOL_GL, TANH_ERF_A, TANH_ERF_B, tanh_grad_kernel, tanh_kernel,  # noqa: F401
-                             tanh_max_grad_kernel, tanh_max_kernel, tanh_max_mean)
+from theory.special import sqrt1m as _sqrt1m
+from theory.tanh_erf import (TANH_ERF_A, TANH_ERF_B, tanh_grad_kernel, tanh_kernel, tanh_max_grad_kernel,
+                             tanh_max_kernel, tanh_max_mean)
 
 PI = math.pi
 SQRT_2PI = math.sqrt(2.0 * PI)

@@ -268,5 +268,4 @@ def propagate(sigma_w2, sigma_b2, act: str, depth: int, q0=1.0, c0=0.0):
 
 
 __all__ = ["q_map", "c_map", "propagate", "fixed_point", "chi1", "chi1_tilde", "criticality", "eoc",
-           "neutrality_line", "depth_scales", "backward_factor", "backward_product", "check_criterion",
-           "solve_decreasing", "bucket"]
+           "neutrality_line", "depth_scales", "backward_factor", "backward_product", "check_criterion"]

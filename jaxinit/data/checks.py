@@ -18,7 +18,7 @@ from typing import NamedTuple
 
 import numpy as np
 
-from jaxinit.config import ConfigError
+from jaxinit.errors import ConfigError
 
 PIXEL_MAX = 255
 

@@ -30,7 +30,7 @@ from typing import NamedTuple
 
 import numpy as np
 
-from jaxinit.config import ConfigError
+from jaxinit.errors import ConfigError
 from jaxinit.data.checks import Raw, as_labels, as_pixels, check_image_shape, check_same_length, reason
 
 

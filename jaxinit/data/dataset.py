@@ -8,7 +8,8 @@ from pathlib import Path
 import jax
 import jax.numpy as jnp
 
-from jaxinit.config import ConfigError, DataConfig, check_values
+from jaxinit.config import DataConfig, check_values
+from jaxinit.errors import ConfigError
 from jaxinit.data import synthetic
 from jaxinit.data.checks import Raw
 from jaxinit.data.pipeline import NORMALIZE, normalize, split_indices, to_float

@@ -21,7 +21,7 @@ from pathlib import Path
 
 import numpy as np
 
-from jaxinit.config import ConfigError
+from jaxinit.errors import ConfigError
 from jaxinit.data.checks import Raw, as_labels, as_pixels, check_image_shape, check_same_length, reason
 
 IDX_DTYPES = {0x08: ">u1", 0x09: ">i1", 0x0B: ">i2", 0x0C: ">i4", 0x0D: ">f4", 0x0E: ">f8"}

@@ -38,7 +38,7 @@ from pathlib import Path
 
 import numpy as np
 
-from jaxinit.config import ConfigError
+from jaxinit.errors import ConfigError
 from jaxinit.data.checks import Raw, as_labels, reason
 
 FILE_NAME = "mnist.pkl.gz"

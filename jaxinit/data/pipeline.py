@@ -21,7 +21,8 @@ import jax.numpy as jnp
 import numpy as np
 from jax import lax
 
-from jaxinit.config import ConfigError, DataConfig
+from jaxinit.config import DataConfig
+from jaxinit.errors import ConfigError
 
 NORMALIZE = ("standard", "sphere", "none")
 TEST_SUBSET_SEED = 1       # fixed: an `n_test` subset is the same for every split_seed

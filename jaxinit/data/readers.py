@@ -21,7 +21,7 @@ from pathlib import Path
 
 import numpy as np
 
-from jaxinit.config import ConfigError
+from jaxinit.errors import ConfigError
 from jaxinit.data.checks import Raw, as_labels, as_pixels, check_image_shape, check_same_length, reason
 from jaxinit.data import mnist_pickle
 from jaxinit.data.cifar import CIFAR, read_cifar
@@ -88,8 +88,19 @@ def _tfds_prepared(data_dir: Path, name: str) -> bool:
     return any((data_dir / name).glob("*/dataset_info.json"))
 
 
+def tfds_module():
+    """tensorflow_datasets (the ``tfds`` extra), imported where a tfds folder is read; without it, one
+    `ConfigError` line saying how to install it."""
+    try:
+        import tensorflow_datasets as tfds
+    except ImportError:
+        raise ConfigError("reading a tfds folder needs tensorflow-datasets, which is not installed: "
+                          "pip install 'jaxinit[tfds]' (or pip install tensorflow-datasets)") from None
+    return tfds
+
+
 def _read_tfds(name: str, data_dir: str) -> Raw:
-    import tensorflow_datasets as tfds
+    tfds = tfds_module()
     try:
         train, test = tfds.data_source(name, split=["train", "test"], data_dir=data_dir, download=False)
         (x, y), (x_test, y_test) = source_arrays(train), source_arrays(test)
@@ -108,7 +119,7 @@ def source_arrays(source) -> tuple[np.ndarray, np.ndarray]:
 
 
 def _tfds_download(name: str, data_dir: str | None) -> Raw:  # pragma: no cover - needs TF + network
-    import tensorflow_datasets as tfds
+    tfds = tfds_module()
     try:
         (x, y), (x_test, y_test) = tfds.as_numpy(tfds.load(
             name, split=["train", "test"], data_dir=data_dir, batch_size=-1, as_supervised=True))

@@ -21,8 +21,8 @@ from typing import Sequence
 from matplotlib.figure import Figure
 from matplotlib.ticker import NullFormatter
 
-from jaxinit.forgetting.memory import read_metrics
-from jaxinit.forgetting.plotting import _save, plot_norm_trajectories
+from jaxinit.shared.history import read_metrics
+from jaxinit.forgetting.figures import _save, plot_norm_trajectories
 
 _COLORS = {"sgd": "C0", "momentum": "C1", "sgd_l2": "C2", "adam": "C3", "adamw": "C4", "muon": "C5"}
 

@@ -10,7 +10,7 @@ from __future__ import annotations
 import math
 from pathlib import Path
 
-from jaxinit.config import ConfigError
+from jaxinit.errors import ConfigError
 from jaxinit.forgetting import clock_test
 from jaxinit.jsonsafe import to_json
 from jaxinit.forgetting.clocks import ClocksConfig, Point, _median, line, point_config, points, verdicts
@@ -47,7 +47,8 @@ def run_point(cfg: ClocksConfig, p: Point, out=None, progress: bool = True) -> t
     """Train one point (in memory, or into ``out/points/<name>``, continuing it if it is there); return its
     line and its horizon entries (`clock_test.point_entries`, also written to the point's horizons.json).
     The point is recorded in ``out``'s manifest as a sub-run (kind ``run``) before it is created."""
-    from jaxinit import rundir
+    from jaxinit.run import rundir, runinfo
+    from jaxinit.run.manifest import Manifest
     from jaxinit.config import to_dict
     from jaxinit.forgetting.loop import fit
     if out is None:
@@ -58,13 +59,13 @@ def run_point(cfg: ClocksConfig, p: Point, out=None, progress: bool = True) -> t
     pcfg = point_config(cfg, p)
     if d.exists() and (d / "config.json").exists() and rundir.read_saved_config(d) != to_json(to_dict(pcfg)):
         raise ConfigError(f"{d} holds a point of another config; rerun with --overwrite")
-    rundir.Manifest(out).record(d, "run")
+    Manifest(out).record(d, "run")
     resume = (d / "metrics.jsonl").exists() or (d / "checkpoints").exists()
-    rundir.Manifest(d).write_json(d / "config.json", to_dict(pcfg), digest=False)
+    Manifest(d).write_json(d / "config.json", to_dict(pcfg), digest=False)
     res = fit(pcfg, d, resume=resume, progress=progress)
-    rundir.write_run_info(d, res.timing)
+    runinfo.write_run_info(d, res.timing)
     entries = horizon_entries(pcfg, res)
-    rundir.Manifest(d).write_json(d / "horizons.json", entries)
+    Manifest(d).write_json(d / "horizons.json", entries)
     return with_mechanism(line(p, res.summary, cfg.analysis.selection), res.summary, kernel_weights(res)), entries
 
 
@@ -83,9 +84,11 @@ def run(cfg: ClocksConfig, out=None, progress: bool = True):
     experiments' `jaxinit.train.engine.Result`: ``summary`` {"lines", "verdicts" (with "collapse_test")},
     ``rows`` the lines, ``arrays`` the horizon entries per point, ``timing`` the seconds."""
     import time
-    from jaxinit import files, interrupt, rundir
+    from jaxinit import interrupt
+    from jaxinit.run import files, runinfo
+    from jaxinit.run.manifest import Manifest
     from jaxinit.forgetting import clock_plots
-    from jaxinit.train.engine import Result
+    from jaxinit.result import Result
     t0 = time.perf_counter()
     lines, entries = [], {}
     for i, p in enumerate(points(cfg)):
@@ -100,7 +103,7 @@ def run(cfg: ClocksConfig, out=None, progress: bool = True):
     if out is None:
         return result
     out = Path(out)
-    run_files = rundir.Manifest(out)
+    run_files = Manifest(out)
     run_files.write_jsonl(out / "clocks.jsonl", lines)
     run_files.write_jsonl(out / "horizons.jsonl", clock_test.table_rows(entries, cfg.analysis.selection))
     files.check_inside(out, out / "figures")     # a figures/ linked out of the run is never written through
@@ -108,6 +111,6 @@ def run(cfg: ClocksConfig, out=None, progress: bool = True):
     for group, c in groups.items():
         figs.append(clock_plots.plot_collapse(c["runs"], c["names"], v["collapse_test"][group],
                                               out / "figures" / f"collapse_{group}.png"))
-    rundir.record_written(out, figs)
+    runinfo.record_written(out, figs)
     run_files.write_json(out / "summary.json", result.summary)
     return result

@@ -33,8 +33,9 @@ from typing import Any, NamedTuple, Sequence
 
 import numpy as np
 
-from jaxinit.config import (ConfigError, DataConfig, ModelConfig, OptConfig, Preset, Presets, SweepConfig, TrainConfig,
+from jaxinit.config import (DataConfig, ModelConfig, OptConfig, Preset, Presets, SweepConfig, TrainConfig,
                             check_float32)
+from jaxinit.errors import ConfigError
 from jaxinit.forgetting.config import AnalysisConfig, ForgettingConfig, CPU_BASE, SMOKE, PAPER
 from jaxinit.forgetting.crossings import crossing, crossing_interval
 

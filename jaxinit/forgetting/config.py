@@ -18,8 +18,9 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Literal
 
-from jaxinit.config import (ConfigError, DataConfig, ModelConfig, OptConfig, Preset, Presets, SweepConfig,
+from jaxinit.config import (DataConfig, ModelConfig, OptConfig, Preset, Presets, SweepConfig,
                             TrainConfig, check_float32, validate_common)
+from jaxinit.errors import ConfigError
 
 
 @dataclass(frozen=True)

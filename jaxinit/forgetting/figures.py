@@ -21,8 +21,8 @@ from matplotlib import cm, colors, ticker
 from matplotlib.figure import Figure
 
 from jaxinit.shared.history import as_float
-from jaxinit.forgetting.memory import (CLOCKS, acc_curve, by_epoch, drop_reason, kernel_norm, rows_by_member,
-                                       selection_keys, setting_labels)
+from jaxinit.forgetting.memory import (acc_curve, drop_reason, selection_keys, setting_labels)
+from jaxinit.shared.history import CLOCKS, by_epoch, kernel_norm, rows_by_member
 
 _MARKERS = "osD^v<>pP*Xh"
 _DPI = 110
@@ -30,7 +30,7 @@ CLOCK_BASES = ("at_best", "end")
 
 
 def _save(fig: Figure, path: str | Path) -> Path:
-    from jaxinit.files import save_figure
+    from jaxinit.run.files import save_figure
     return save_figure(fig, path, dpi=_DPI, bbox_inches="tight")   # atomic: never half a PNG
 
 

@@ -19,9 +19,10 @@ from typing import Any, Mapping, Sequence
 
 import numpy as np
 
+from jaxinit import intervals
 from jaxinit.jsonsafe import to_json
 from jaxinit.forgetting import memory
-from jaxinit.shared import nulls, seed_stats as stats
+from jaxinit.shared import nulls
 from jaxinit.shared.history import by_epoch, rows_by_member
 
 _RULE_FIELDS = ("spread", "ci", "per_seed", "slope", "slope_ci", "null", "spread_p", "slope_p")
@@ -124,7 +125,7 @@ def _run_means(per_seed: np.ndarray, rows: np.ndarray | None = None) -> np.ndarr
 
 
 def clock_collapse(runs: Sequence[Mapping[str, Any]], clocks: Sequence[str] = ("T_SGD", "T_adapt"), degree: int = 2,
-                   n_boot: int = nulls.N_BOOT, seed: int = nulls.SEED, level: float = stats.CI_LEVEL) -> dict[str, Any]:
+                   n_boot: int = nulls.N_BOOT, seed: int = nulls.SEED, level: float = intervals.LEVEL) -> dict[str, Any]:
     """Which clock collapses the runs' spread curves onto one curve, with an interval from resampling seeds.
 
     `runs`: one dict per run (`collapse_curve`): {"clocks": {clock: values along the run}, "per_seed":

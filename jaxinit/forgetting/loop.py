@@ -12,9 +12,9 @@ resume, strategies and devices are the engine's.
 With a `workdir`, metrics rows go to `metrics.jsonl` (appended and fsync-ed per evaluation), the
 member-stacked state to orbax checkpoints (`checkpoint_every` epochs, verified on restore), and the
 summary to `summary.json` at the end; `resume=True` continues from the newest usable checkpoint,
-regenerating or refusing damaged metrics rows (`jaxinit.train.sink`); a finished run without checkpoints is
+regenerating or refusing damaged metrics rows (`jaxinit.run.sink`); a finished run without checkpoints is
 re-summarised from metrics.jsonl (its `Result.states` are then the initial states). The run's
-fingerprint -- config, numeric environment and a user's ``model`` (`jaxinit.runinfo`) -- is recorded
+fingerprint -- config, numeric environment and a user's ``model`` (`jaxinit.run.runinfo`) -- is recorded
 at the start and a resume under another one is refused in one line. The loop is step-major (every
 chunk takes step i before any takes step i + 1), so a SIGINT / SIGTERM (`jaxinit.interrupt`) stops at a
 step boundary with a checkpoint of that exact point; the resumed run is bit-identical to an
@@ -26,7 +26,7 @@ arithmetic (`jaxinit.precision`); run.json (`timing.Clock`: compile, steady step
 checkpoint costs) is rewritten after every epoch and on a stop, so a run killed after its first epoch
 says what it cost; progress is a bar on a terminal and a line per epoch otherwise (`progress`);
 ``train.eval_train_subset`` scores train-set metrics on a fixed subset and ``train.async_checkpoint``
-writes checkpoints in the background (`jaxinit.checkpoint`), waited for before a stop, a resume point
+writes checkpoints in the background (`jaxinit.run.checkpoint`), waited for before a stop, a resume point
 and the end. The training path imports neither orbax (only with checkpoints) nor tqdm, matplotlib,
 scipy or tyro.
 """
@@ -39,13 +39,14 @@ from typing import Any
 import numpy as np
 
 from jaxinit import data as data_lib
-from jaxinit import runinfo
-from jaxinit.config import ConfigError
+from jaxinit.run import runinfo
+from jaxinit.errors import ConfigError
 from jaxinit.forgetting import memory
 from jaxinit.optim import HEAVY_BALL_KINDS, resolve_setting
-from jaxinit.runinfo import config_fingerprint  # noqa: F401  (loop.config_fingerprint: the run's, as before)
 from jaxinit.train import engine, evaluate
-from jaxinit.train.engine import Plan, Result, Sweep
+from jaxinit.train.engine import Plan, Sweep
+from jaxinit.result import Result
+from jaxinit.run.sink import writer_for
 from jaxinit.train.evaluate import member_learning_rates
 from jaxinit.train.members import make_groups
 from jaxinit.train.timing import Clock
@@ -58,11 +59,11 @@ def fit(cfg, workdir: str | Path | None = None, model=None, *, resume: bool = Fa
     one line per epoch on a stderr that is not one."""
     clock = Clock()           # the run's set-up (run.json's setup_s) starts with loading the data
     spec = study(cfg, model)
-    return engine.fit(spec, workdir, resume=resume, progress=progress, clock=clock)
+    return engine.fit(spec, writer_for(workdir, resume=resume), progress=progress, clock=clock)
 
 
 def study(cfg, model=None, ds=None, steps_per_epoch: int | None = None) -> engine.Study:
-    """The study as the engine runs it: `sweep_parts`, the run's fingerprint (`jaxinit.runinfo.fingerprint`:
+    """The study as the engine runs it: `sweep_parts`, the run's fingerprint (`jaxinit.run.runinfo.fingerprint`:
     config, numeric environment and a user's ``model``), loss and accuracy per split
     (`jaxinit.train.evaluate.evaluator`) and the summary (`summarize`)."""
     t = cfg.train

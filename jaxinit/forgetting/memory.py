@@ -44,23 +44,14 @@ from typing import Any, Mapping, Sequence
 
 import numpy as np
 
-from jaxinit.config import ConfigError
+from jaxinit.errors import ConfigError
 from jaxinit.shared import nulls, seed_stats as stats
-from jaxinit.forgetting.tables import markdown_table
 from jaxinit.jsonsafe import to_json
-from jaxinit.shared.history import (CLOCKS, INTERP_THRESHOLD, MEASURED_CLOCKS, PROGRESS_THRESHOLDS,
-                                        after_divergence, as_float, at_train_acc, best_epoch,
-                                        best_epoch_interpolated, by_epoch, clocks, clocks_at_step,
-                                        diverged_step, kernel_norm, measured_clocks, member_summary,
-                                        progress_key, read_metrics, repair_gap, row_at, rows_by_member,
-                                        tau_interp)
+from jaxinit.shared.history import (CLOCKS, MEASURED_CLOCKS, PROGRESS_THRESHOLDS, as_float, member_summary,
+                                        progress_key, rows_by_member)
 
-__all__ = ["CLOCKS", "INTERP_THRESHOLD", "MEASURED_CLOCKS", "PROGRESS_THRESHOLDS", "SELECTION_RULES", "acc_curve",
-           "after_divergence", "at_train_acc", "best_epoch", "best_epoch_interpolated", "by_epoch",
-           "check_selection", "clocks", "clocks_at_step", "diverged_step", "drop_reason", "kernel_norm",
-           "markdown_table", "measured_clocks", "member_summary", "norm_coupling", "progress_key",
-           "read_metrics", "repair_gap", "row_at", "rows_by_member", "selection_keys", "setting_labels",
-           "spread", "spread_at_train_acc", "summarize", "tau_interp"]
+__all__ = ["SELECTION_RULES", "acc_curve", "check_selection", "drop_reason", "norm_coupling", "selection_keys",
+           "setting_labels", "spread", "spread_at_train_acc", "summarize"]
 
 # Selection rule -> the key of `summary["spread"][label]` that holds its spread.
 SELECTION_RULES = {"best_val": "spread_pp", "best_val_interpolated": "spread_pp_interpolated",

@@ -26,12 +26,11 @@ import sys
 from pathlib import Path
 from typing import Any, Mapping, Sequence
 
-# The figures live in their own module; their names are importable from here (clock_plots uses _save).
-from jaxinit.forgetting.figures import (CLOCK_BASES, _check_basis, _save, kernel_norm_curves,  # noqa: F401
-                                        plot_acc_vs_sigma, plot_norm_trajectories, plot_spread_vs_clocks,
-                                        run_epochs, spread_points)
+from jaxinit.forgetting.figures import (_check_basis, plot_acc_vs_sigma, plot_norm_trajectories,
+                                        plot_spread_vs_clocks)
 from jaxinit.shared.history import as_float
-from jaxinit.forgetting.memory import best_epoch, by_epoch, read_metrics, row_at, rows_by_member, selection_keys
+from jaxinit.forgetting.memory import selection_keys
+from jaxinit.shared.history import best_epoch, by_epoch, read_metrics, row_at, rows_by_member
 
 # test accuracies in summary.json are the rows' values passed through float(); anything above this is stale
 _ACC_TOL = 1e-9
@@ -136,13 +135,14 @@ def _draw_run(run_dir: str | Path, summary: Mapping[str, Any], rows: Sequence[Ma
 
 
 def _record_in_runs(dirs: Sequence[str], written: Sequence[Path]) -> None:
-    """Figures redrawn into a run directory with a manifest become its own files (`jaxinit.rundir`), so a
+    """Figures redrawn into a run directory with a manifest become its own files (`jaxinit.run.rundir`), so a
     later resume or --overwrite replaces them instead of keeping them as a user's."""
-    from jaxinit import rundir
+    from jaxinit.run import runinfo
+    from jaxinit.run.manifest import Manifest
     for d in dirs:
         inside = [p for p in written if Path(p).resolve().is_relative_to(Path(d).resolve())]
-        if inside and rundir.Manifest(d).exists():
-            rundir.record_written(Path(d), inside)
+        if inside and Manifest(d).exists():
+            runinfo.record_written(Path(d), inside)
 
 
 def _parser():

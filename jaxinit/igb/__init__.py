@@ -30,7 +30,6 @@ points, the case training pieces, the selection, the IGB statistics, the file si
 from __future__ import annotations
 
 from jaxinit.igb import config_init, config_phase, config_train
-from jaxinit.config import IGBDataConfig
 from jaxinit.igb.config_init import IGBInitConfig
 from jaxinit.igb.config_phase import PhaseDiagramConfig
 from jaxinit.igb.config_train import IGBTrainConfig
@@ -58,4 +57,4 @@ def phase_preset(name: str = "cpu") -> PhaseDiagramConfig:
 
 __all__ = ["probe_init", "train_phases", "phase_diagrams", "init_figures", "train_figures", "panel_figures",
            "init_preset", "train_preset", "phase_preset",
-           "IGBInitConfig", "IGBTrainConfig", "PhaseDiagramConfig", "IGBDataConfig"]
+           "IGBInitConfig", "IGBTrainConfig", "PhaseDiagramConfig"]

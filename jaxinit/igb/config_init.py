@@ -12,8 +12,9 @@ import typing
 from dataclasses import dataclass
 from typing import Literal
 
-from jaxinit.config import (Activation, ConfigError, Preset, Presets, check_distinct_float32, check_float32,
+from jaxinit.config import (Activation, Preset, Presets, check_distinct_float32, check_float32,
                             check_values)
+from jaxinit.errors import ConfigError
 from jaxinit.config import IGBDataConfig
 
 Input = Literal["gaussian", "digits", "mnist", "fashion_mnist", "cifar10"]

@@ -8,7 +8,8 @@ import math
 from dataclasses import dataclass
 from typing import Literal
 
-from jaxinit.config import ConfigError, Preset, Presets, TheoryActivation, check_values
+from jaxinit.config import Preset, Presets, TheoryActivation, check_values
+from jaxinit.errors import ConfigError
 
 PANELS: tuple[TheoryActivation, ...] = ("relu", "tanh", "relu+maxpool", "tanh+maxpool", "relu+avgpool", "tanh+avgpool")
 

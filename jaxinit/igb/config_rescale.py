@@ -11,9 +11,10 @@ import math
 from dataclasses import dataclass
 from typing import Literal
 
-from jaxinit.config import (ConfigError, IGBDataConfig, Preset, Presets, check_distinct_float32, check_float32,
+from jaxinit.config import (IGBDataConfig, Preset, Presets, check_distinct_float32, check_float32,
                             check_values)
 from jaxinit.shared.selection import SelectionConfig
+from jaxinit.errors import ConfigError
 
 Act = Literal["tanh", "erf"]                       # smooth, single-node: the local chi_1 needs psi'
 Optimizer = Literal["sgd", "momentum", "adam"]

@@ -20,7 +20,8 @@ import typing
 from dataclasses import dataclass
 from typing import Literal
 
-from jaxinit.config import ConfigError, Preset, Presets, check_distinct_float32, check_float32, check_values
+from jaxinit.config import Preset, Presets, check_distinct_float32, check_float32, check_values
+from jaxinit.errors import ConfigError
 from jaxinit.config import IGBDataConfig
 from jaxinit.shared.selection import SelectionConfig
 

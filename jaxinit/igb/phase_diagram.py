@@ -21,7 +21,7 @@ from matplotlib.figure import Figure
 from matplotlib.patches import Patch
 
 from jaxinit.result import Result
-from jaxinit import files
+from jaxinit.run import files
 from jaxinit.igb.config_phase import GridConfig, PhaseDiagramConfig
 from jaxinit.igb.phase_baseline import baseline_point
 
@@ -182,7 +182,7 @@ def plot_layers(data: dict, cfg: PhaseDiagramConfig) -> Figure:
 
 def save(result: Result, cfg: PhaseDiagramConfig, out: Path) -> list[Path]:
     """phase_diagram.npz, timing.json, figures/*.png under ``out`` (atomically, recorded in its manifest)."""
-    from jaxinit.rundir import Manifest
+    from jaxinit.run.manifest import Manifest
     run = Manifest(out)
     run.save_npz(Path(out) / "phase_diagram.npz", result.arrays)
     if result.timing is not None:
@@ -191,7 +191,7 @@ def save(result: Result, cfg: PhaseDiagramConfig, out: Path) -> list[Path]:
 
 
 def _save_figures(data: dict, cfg: PhaseDiagramConfig, out: Path) -> list[Path]:
-    from jaxinit.rundir import Manifest
+    from jaxinit.run.manifest import Manifest
     run = Manifest(out)
     return [run.save_figure(fig, Path(out) / "figures" / f"{name}.png", dpi=130)
             for name, fig in panel_figures(data, cfg).items()]
@@ -199,8 +199,9 @@ def _save_figures(data: dict, cfg: PhaseDiagramConfig, out: Path) -> list[Path]:
 
 def replot(out: Path) -> list[Path]:
     """(``--replot DIR``) The figures again from ``DIR/phase_diagram.npz`` and ``DIR/config.json``."""
-    from jaxinit.config import ConfigError, from_dict
-    from jaxinit.rundir import read_saved_config
+    from jaxinit.run.config_parse import from_dict
+    from jaxinit.errors import ConfigError
+    from jaxinit.run.rundir import read_saved_config
     out = Path(out)
     try:
         cfg = from_dict(PhaseDiagramConfig, read_saved_config(out))

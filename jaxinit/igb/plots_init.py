@@ -17,7 +17,8 @@ from matplotlib.figure import Figure
 from matplotlib.ticker import NullFormatter, ScalarFormatter
 
 from jaxinit.igb import results as results_schema
-from jaxinit.runs import load_results
+
+from jaxinit.run.runs import load_results
 from jaxinit.igb.probe import GROUPS
 from jaxinit.igb.study_init import WIDTH_CASE
 from jaxinit.shared import sink

@@ -21,7 +21,7 @@ from matplotlib.figure import Figure
 from matplotlib.ticker import NullFormatter, ScalarFormatter
 
 from jaxinit.igb import results as results_schema
-from jaxinit.runs import load_results
+from jaxinit.run.runs import load_results
 from jaxinit.igb.summary_train import member_measures
 from jaxinit.shared import selection, sink
 from jaxinit.shared.phases import PHASES

@@ -4,7 +4,7 @@ served the selection), summarised per case against the linear baseline (`jaxinit
 """
 from __future__ import annotations
 
-from jaxinit import runinfo
+from jaxinit.run import runinfo
 from jaxinit.igb import baseline as baseline_lib
 from jaxinit.igb import summary_train
 from jaxinit.igb import results as results_schema
@@ -20,7 +20,7 @@ def reported_study(cfg, data: dict, nets_: dict, cases: dict, chosen: dict,
     """The reported stage as the engine runs it (an `jaxinit.igb.config_train.IGBTrainConfig` ``cfg``, the cases of
     `jaxinit.igb.study_train.study_cases`, each case's ``chosen`` rates from `jaxinit.igb.study_train.choose_rates`):
     every point's seeds at its chosen rate (`jaxinit.shared.case_train.reported_members`),
-    the run's fingerprint (`jaxinit.runinfo.fingerprint`: config and numeric environment) and the summary: per
+    the run's fingerprint (`jaxinit.run.runinfo.fingerprint`: config and numeric environment) and the summary: per
     case the arrays of `jaxinit.igb.results` (`results.case_results`: with the members' signals at init, measured
     in the evaluation of epoch 0, the selection and the linear baseline) and summary.json (`summary_train.summarize_all`)."""
     tables = {name: case_train.reported_members(c.points, chosen[name]["point_lr"]) for name, c in cases.items()}

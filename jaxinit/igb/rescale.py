@@ -36,8 +36,8 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from jaxinit import runinfo
-from jaxinit.config import ConfigError
+from jaxinit.run import runinfo
+from jaxinit.errors import ConfigError
 from jaxinit.data import Dataset, load_dataset
 from jaxinit.igb import summary_rescale as summ
 from jaxinit.igb.config_rescale import IGBRescaleConfig
@@ -45,8 +45,10 @@ from jaxinit.models import Model, activations
 from jaxinit.models.deep import DeepMLP
 from jaxinit.shared import case_train, igb_stats as stats, nets, selection
 from jaxinit.train import engine
-from jaxinit.train.engine import Group, Plan, Result, Study
-from jaxinit.train.members import Member
+from jaxinit.train.engine import Plan, Study
+from jaxinit.train.members import Group, Member
+from jaxinit.result import Result
+from jaxinit.run.sink import writer_for
 from jaxinit.train.step import EvalBatch, member_streams
 
 TRAINED, FRESH = "trained", "fresh_eoc"
@@ -254,7 +256,7 @@ def pretrain(cfg: IGBRescaleConfig, net: nets.Net, phase_a: Dataset, sw2: float,
     study = Study(phase_a, groups, Plan(epochs=p.steps, eval_every=p.eval_every),
                   options(phase_a, p.batch_size, cfg.finetune.strategy, cfg.finetune.chunk),
                   evaluator(eval_sets(phase_a, ("test",)), info))
-    res = engine.fit(study, progress=progress)
+    res = engine.fit(study, stage="pretrain", progress=progress)
     params = jax.tree.map(lambda x: np.asarray(x[0]), res.states["pretrain"].params)
     curve = summ.curves(res.rows, [0], ("test_acc",))
     if bool(np.asarray(res.states["pretrain"].diverged)[0]):
@@ -299,7 +301,7 @@ def select_rates(cfg: IGBRescaleConfig, net, model: Model, phase_b: Dataset, arm
     groups, info = _groups(arms, model, ("igb_rescale", net), cfg.opt.optimizer, members, "select")
     study = Study(phase_b, groups, case_train.selection_plan(h), options(phase_b, f.batch_size, f.strategy, f.chunk),
                   evaluator(eval_sets(phase_b, ("val",)), info))
-    rows = engine.fit(study, progress=progress).rows
+    rows = engine.fit(study, stage="selection", progress=progress).rows
     arrays = selection.arrays(case_train.case_arrays(rows, list(range(len(members)))), lrs, len(arms), len(seeds), h)
     return {a.label: float(arrays["point_lr"][i]) for i, a in enumerate(arms)}, arrays
 
@@ -340,4 +342,4 @@ def run(cfg: IGBRescaleConfig, workdir: str | Path | None = None, *, resume: boo
     digest, parts = runinfo.fingerprint(cfg)
     study = Study(phase_b, groups, plan, options(phase_b, f.batch_size, f.strategy, f.chunk),
                   evaluator(eval_sets(phase_b, ("val", "test")), info), summarize, digest, parts)
-    return engine.fit(study, workdir, resume=resume, progress=progress)
+    return engine.fit(study, writer_for(workdir, resume=resume), stage="reported", progress=progress)

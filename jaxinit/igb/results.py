@@ -10,7 +10,7 @@ from typing import Mapping
 
 import numpy as np
 
-from jaxinit.config import ConfigError
+from jaxinit.errors import ConfigError
 
 WIDTH_CASE = "width"          # jaxinit.igb.study_init.WIDTH_CASE (not imported: that module pulls in jax)
 ADVICE = "delete that file so that --resume recomputes it, or rerun with --overwrite"

@@ -20,7 +20,7 @@ import numpy as np
 
 from jaxinit.jsonsafe import to_json
 from jaxinit.result import Result
-from jaxinit.config import ConfigError
+from jaxinit.errors import ConfigError
 from jaxinit.igb import predict, probe, width
 from jaxinit.igb import results as results_schema
 from jaxinit.igb.config_init import INPUTS, IGBInitConfig, ModelsConfig

@@ -25,7 +25,8 @@ from jaxinit.igb.config_train import IGBTrainConfig
 from jaxinit.shared import case_train, nets, phases, selection
 from jaxinit.shared.phases import Case
 from jaxinit.train import engine
-from jaxinit.train.engine import Result
+from jaxinit.result import Result
+from jaxinit.run.sink import writer_for
 
 
 def load_data(cfg: IGBTrainConfig) -> tuple[dict, int, tuple]:
@@ -70,7 +71,7 @@ def choose_rates(cfg: IGBTrainConfig, data: dict, nets_: dict, cases: dict, prog
         tables, plan = selection.tables(cases, grids, o.select_seeds), case_train.selection_plan(h)
         spec = case_train.study(data, tables, cases, nets_, plan, opts, summarize=lambda sweep, rows: (
             None, case_train.selection_arrays(sweep, rows, cases, grids, o.select_seeds, h)))
-        selected = engine.fit(spec, progress=progress).arrays
+        selected = engine.fit(spec, stage="selection", progress=progress).arrays
     return selection.chosen(cases, o.lrs, selected)
 
 
@@ -82,4 +83,4 @@ def train_phases(cfg: IGBTrainConfig, workdir: str | Path | None = None, *, resu
     nets_ = nets.case_nets(cases, n_classes, shape)
     chosen = choose_rates(cfg, data, nets_, cases, progress)
     spec = reported.reported_study(cfg, data, nets_, cases, chosen, checkpoints=workdir is not None)
-    return engine.fit(spec, workdir, resume=resume, progress=progress)
+    return engine.fit(spec, writer_for(workdir, resume=resume), stage="reported", progress=progress)

@@ -15,7 +15,8 @@ import typing
 from dataclasses import dataclass
 from typing import Literal
 
-from jaxinit.config import ConfigError, DataConfig, Preset, Presets, check_distinct_float32, check_float32, check_values
+from jaxinit.config import DataConfig, Preset, Presets, check_distinct_float32, check_float32, check_values
+from jaxinit.errors import ConfigError
 from jaxinit.shared.selection import SelectionConfig
 
 Act = Literal["tanh", "relu"]

@@ -17,13 +17,15 @@ from pathlib import Path
 import jax
 import numpy as np
 
-from jaxinit import runinfo
+from jaxinit.run import runinfo
 from jaxinit.memory import measures, summary as summary_lib
 from jaxinit.memory.config import MemoryPhasesConfig
 from jaxinit.optim import OptSetting
 from jaxinit.shared import case_train, nets, phases, selection
 from jaxinit.train import engine
-from jaxinit.train.engine import Plan, Result, Study
+from jaxinit.train.engine import Plan, Study
+from jaxinit.result import Result
+from jaxinit.run.sink import writer_for
 
 OFF_STREAM = 0x0ff      # fold_in tag of the off-distribution inputs' key
 
@@ -97,7 +99,7 @@ def choose_rates(cfg: MemoryPhasesConfig, data: dict, nets_: dict, cases: dict, 
         tables, plan = selection.tables(cases, grids, o.select_seeds), case_train.selection_plan(h)
         spec = make_study(cfg, data, tables, cases, nets_, plan, ("test", "val"), lambda sweep, rows: (
             None, case_train.selection_arrays(sweep, rows, cases, grids, o.select_seeds, h)))
-        selected = engine.fit(spec, progress=progress).arrays
+        selected = engine.fit(spec, stage="selection", progress=progress).arrays
     return selection.chosen(cases, o.lrs, selected)
 
 
@@ -124,4 +126,4 @@ def fit(cfg: MemoryPhasesConfig, workdir: str | Path | None = None, *, resume: b
     nets_ = nets.case_nets(cases, n_classes, shape)
     chosen = choose_rates(cfg, data, nets_, cases, progress)
     spec = reported_study(cfg, data, nets_, cases, chosen, n_classes, checkpoints=workdir is not None)
-    return engine.fit(spec, workdir, resume=resume, progress=progress)
+    return engine.fit(spec, writer_for(workdir, resume=resume), stage="reported", progress=progress)

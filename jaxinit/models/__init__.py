@@ -22,7 +22,8 @@ from typing import Callable
 
 import flax.linen as nn
 
-from jaxinit.config import ConfigError, ModelConfig
+from jaxinit.config import ModelConfig
+from jaxinit.errors import ConfigError
 from jaxinit.models.core import Model, from_flax
 from jaxinit.models.layers import CONV_IMPLS
 

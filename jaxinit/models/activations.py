@@ -12,7 +12,7 @@ from typing import Callable
 
 import jax
 
-from jaxinit.config import ConfigError
+from jaxinit.errors import ConfigError
 from theory import activations as theory_activations
 
 EXTRA: dict[str, Callable] = {"elu": jax.nn.elu, "sigmoid": jax.nn.sigmoid}

@@ -24,7 +24,7 @@ import flax.linen as nn
 import jax
 import jax.numpy as jnp
 
-from jaxinit.config import ConfigError
+from jaxinit.errors import ConfigError
 from jaxinit.models import activations
 
 

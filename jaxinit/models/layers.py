@@ -23,7 +23,7 @@ import jax
 import jax.numpy as jnp
 from jax import lax
 
-from jaxinit.config import ConfigError
+from jaxinit.errors import ConfigError
 from jaxinit.models import activations
 
 BN_MOMENTUM = 0.9   # running <- 0.9 running + 0.1 batch (PyTorch's momentum=0.1)

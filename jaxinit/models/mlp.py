@@ -11,7 +11,8 @@ from __future__ import annotations
 import flax.linen as nn
 import jax
 
-from jaxinit.config import ConfigError, ModelConfig
+from jaxinit.config import ModelConfig
+from jaxinit.errors import ConfigError
 from jaxinit.models import activations
 from jaxinit.models.layers import batch_norm
 

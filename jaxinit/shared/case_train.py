@@ -24,15 +24,15 @@ import jax.numpy as jnp
 import numpy as np
 
 from jaxinit import distributed
-from jaxinit.config import ConfigError
+from jaxinit.errors import ConfigError
 from jaxinit.data import load_dataset
 from jaxinit.jsonsafe import finite_or_none
 from jaxinit.models import Model
 from jaxinit.optim import SETTINGS, OptSetting
 from jaxinit.shared import igb_stats as stats, nets, selection
 from jaxinit.train import engine
-from jaxinit.train.engine import Group, Plan, Study
-from jaxinit.train.members import Member
+from jaxinit.train.engine import Plan, Study
+from jaxinit.train.members import Group, Member
 from jaxinit.train.step import EvalBatch
 
 EVAL_SETS = ("test", "train", "val")

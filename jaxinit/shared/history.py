@@ -15,7 +15,7 @@ from typing import Any, Iterable, Mapping, Sequence
 import numpy as np
 
 from jaxinit.jsonsafe import finite_or_none, to_json
-from jaxinit.runs import read_jsonl
+from jaxinit.run.runs import read_jsonl
 
 
 INTERP_THRESHOLD = 0.995

@@ -44,6 +44,7 @@ from typing import Hashable, Mapping, Sequence
 
 import numpy as np
 
+from jaxinit import intervals
 from jaxinit.shared import seed_stats as stats
 
 MAX_EXACT = 5040          # 7!: one seed and 7 sigma_w, or 2 seeds and 4, are enumerated exactly
@@ -136,7 +137,7 @@ def bootstrap_means(per_seed: Sequence[float], n_boot: int, rng: np.random.Gener
     return v[rng.integers(0, v.size, size=(n_boot, v.size))].mean(axis=1)
 
 
-def percentile_interval(samples: Sequence[float], level: float = stats.CI_LEVEL) -> list[float | None] | None:
+def percentile_interval(samples: Sequence[float], level: float = intervals.LEVEL) -> list[float | None] | None:
     """[lo, hi] percentile interval of bootstrap samples; +inf samples (a crossing beyond the swept
     range) count as larger than any value, and a bound that falls on them is None. None if no samples."""
     s = np.asarray(samples, np.float64)

@@ -25,7 +25,7 @@ from typing import NamedTuple
 
 import numpy as np
 
-from jaxinit.config import ConfigError
+from jaxinit.errors import ConfigError
 
 PHASES = ("ordered-deep", "EOC", "between", "gradient EOC", "prejudice", "neutrality", "chaotic-deep")
 FAMILY_PHASES = {"bounded": ("ordered-deep", "EOC", "prejudice", "neutrality"),

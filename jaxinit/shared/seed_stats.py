@@ -11,7 +11,6 @@ from typing import Hashable, Mapping, Sequence
 
 import numpy as np
 
-from jaxinit.intervals import LEVEL as CI_LEVEL  # noqa: F401  (stats.CI_LEVEL: nulls, horizon)
 from jaxinit.intervals import t_interval
 
 

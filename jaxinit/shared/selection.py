@@ -32,7 +32,7 @@ from typing import NamedTuple
 
 import numpy as np
 
-from jaxinit.config import ConfigError
+from jaxinit.errors import ConfigError
 
 SEED0 = 1000      # selection seeds: 1000, 1001, ... (reported runs use 0, 1, ...)
 CRITERION = "val_loss"

@@ -2,9 +2,9 @@
 
 The library's runs (`probe_init`, `train_phases`, `jaxinit.memory.fit`) compute in memory; the experiments pass these
 helpers as callbacks so that every finished case lands in ``DIR/results/<name>.npz`` at once
-(atomically, `jaxinit.files`), and ``--resume`` / ``--replot`` read them back (`jaxinit.runs.load_results`; a
+(atomically, `jaxinit.run.files`), and ``--resume`` / ``--replot`` read them back (`jaxinit.run.runs.load_results`; a
 0-byte or truncated file is one `ConfigError` line). Every file is written through the run's
-manifest (`jaxinit.rundir.Manifest`): recorded with its digest, never through a symlink out of the run.
+manifest (`jaxinit.run.manifest.Manifest`): recorded with its digest, never through a symlink out of the run.
 """
 from __future__ import annotations
 
@@ -13,8 +13,8 @@ from pathlib import Path
 from typing import Any, Callable
 
 from jaxinit.progress import Progress
-from jaxinit.rundir import Manifest
-from jaxinit.runs import RESULTS
+from jaxinit.run.manifest import Manifest
+from jaxinit.run.runs import RESULTS
 
 
 def results_dir(out: Path) -> Path:

@@ -103,7 +103,7 @@ class Report:
                     time.sleep(0.01)
             if text is None:
                 return
-            from jaxinit import files
+            from jaxinit.run import files
             with files.atomic_path(self.path) as tmp:
                 tmp.write_text(text)
 

@@ -83,7 +83,7 @@ def stage_checkpoint(ck: Check, rec: dict) -> None:
     import shutil
 
     import jax
-    from jaxinit.checkpoint import Checkpointer
+    from jaxinit.run.checkpoint import Checkpointer
     from jaxinit.forgetting.config import PAPER
     from jaxinit.train.members import stack
     strategy, conv = ck.strategy()

@@ -26,12 +26,10 @@ from jaxinit.data import Dataset
 from jaxinit.forgetting import loop
 from jaxinit.forgetting.config import ForgettingConfig
 from jaxinit.train import engine
-from jaxinit.train.members import default_strategy
+from jaxinit.train.members import default_strategy, has_conv
 from jaxinit.train.step import StepData
-# The config and its per-model values live in their own module; importable from here.
-from jaxinit.tools.bench_config import (STRATEGIES, BenchmarkConfig, BenchSection, PhaseSection,  # noqa: F401
-                                        batch_size, input_shape, model_config, model_width_mults, steps,
-                                        width_mult)
+from jaxinit.tools.bench_config import (STRATEGIES, BenchmarkConfig, BenchSection, batch_size, input_shape,
+                                        model_config, steps, width_mult)
 
 N_CLASSES = 10
 SIGMA_RANGE = (0.5, 2.0)           # members: K distinct sigma_w, one seed (one compiled step per setting)
@@ -127,7 +125,7 @@ def make_sweep(b: BenchSection, name: str, variant: Variant, k: int, ds: Dataset
 def is_conv(b: BenchSection, name: str) -> bool:
     """Whether the model has a spatial kernel (`engine.has_conv`, the input of `default_strategy`)."""
     cfg = ForgettingConfig(model=model_config(b, name, "lax"))
-    return engine.has_conv(loop.resolve_model(cfg, input_shape(b, name), N_CLASSES)[1])
+    return has_conv(loop.resolve_model(cfg, input_shape(b, name), N_CLASSES)[1])
 
 
 def _linspace(lo: float, hi: float, k: int) -> list[float]:

@@ -7,7 +7,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from jaxinit.config import ConfigError, ModelConfig
+from jaxinit.config import ModelConfig
+from jaxinit.errors import ConfigError
 
 STRATEGIES = ("sequential", "vmap", "chunked")
 

@@ -1,4 +1,4 @@
-"""A run's manifest: which paths of a run directory are the run's own (`jaxinit.rundir` owns the directory).
+"""A run's manifest: which paths of a run directory are the run's own (`jaxinit.run.rundir` owns the directory).
 
 - ``DIR/.manifest.json`` (`Manifest`) records every path the run wrote, with its kind (``file``, ``dir``,
   ``checkpoint`` -- an orbax step folder --, ``run`` -- a sub-run such as a clock point) and, for results
@@ -9,7 +9,6 @@
 - Runs made before manifests existed fall back to the name rule (`_legacy`): a directory with
   ``config.json`` owns the `RUN_FILES` names at its top and what the experiments write inside its folders.
   The first `Manifest.record` in such a run adopts what the name rule owns (without digests).
-Every name here is importable from `jaxinit.rundir` too.
 """
 from __future__ import annotations
 
@@ -20,9 +19,9 @@ import re
 from pathlib import Path
 from typing import Any, Callable, Iterator, Mapping
 
-from jaxinit import files
-from jaxinit.config import ConfigError
-from jaxinit.files import safe_path
+from jaxinit.errors import ConfigError
+from jaxinit.run import files
+from jaxinit.run.files import safe_path
 
 # Every name any experiment writes into its run directory (files and folders).
 RUN_FILES = frozenset({

@@ -2,7 +2,8 @@
 
     import jaxinit
     run = jaxinit.load_run("runs/forgetting_cpu")
-    run.experiment                          # "forgetting", "clocks", "igb_init", "igb_train", "phase_diagram"
+    run                                     # <Run of forgetting in runs/forgetting_cpu: 1,440 rows, summary>
+    run.experiment                          # its name in jaxinit.run.registry: "forgetting", "igb_train", ...
     run.config["train"]["epochs"]           # config.json
     run.summary["spread"]["sgd"]            # summary.json (None if the run has none)
     run.rows[0]["val_acc"]                  # metrics.jsonl ([] if the run has none)
@@ -27,20 +28,18 @@ from typing import Any
 
 import numpy as np
 
-from jaxinit import files
-from jaxinit.config import ConfigError
+from jaxinit.errors import ConfigError
+from jaxinit.run import files
+from jaxinit.run.registry import experiment_of
 
 RESULTS = "results"
-# The config sections that tell the experiments apart (run.json's "experiment", where recorded, wins).
-EXPERIMENTS = (("clocks", {"clocks"}), ("igb_init", {"probe"}), ("igb_train", {"phases"}),
-               ("phase_diagram", {"grid", "plot", "timing"}), ("forgetting", {"sweep", "analysis"}))
 # What makes a metrics row unique: a resumed run may have written the same evaluation twice.
 _ROW_ID = ("act", "depth", "width", "optimizer", "member")
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, repr=False)
 class Run:
-    """A run directory's files (see the module docstring)."""
+    """A run directory's files (see the module docstring); its repr is one line."""
     path: Path
     experiment: str | None
     config: dict
@@ -68,6 +67,15 @@ class Run:
     def df(self):
         return self.frame()
 
+    def __repr__(self) -> str:
+        what = [f"{len(self.rows):,} rows", "summary" if self.summary is not None else "no summary"]
+        if self.results:
+            names = list(self.results)
+            what.append(f"results {', '.join(names[:3])}" + (f" (+{len(names) - 3} more)" if len(names) > 3 else ""))
+        if self.points:
+            what.append(f"{len(self.points)} points")
+        return f"<Run of {self.experiment or 'an unknown experiment'} in {files.safe_path(self.path)}: {', '.join(what)}>"
+
 
 def load_run(path: str | Path) -> Run:
     """The run in ``path`` (one `ConfigError` line if it is not a run directory)."""
@@ -87,17 +95,6 @@ def load_run(path: str | Path) -> Run:
                results={**{p.stem: files.load_npz(p) for p in sorted(out.glob("*.npz"))}, **load_results(out)},
                points={p.name: load_run(p) for p in sorted(points.iterdir()) if (p / "config.json").is_file()}
                if points.is_dir() else {})
-
-
-def experiment_of(config: dict, run_info: dict) -> str | None:
-    """Which experiment wrote a run: run.json's ``experiment`` if recorded, else from config.json's
-    sections (`EXPERIMENTS`); None for one it does not know."""
-    if isinstance(run_info.get("experiment"), str):
-        return run_info["experiment"]
-    for name, sections in EXPERIMENTS:
-        if sections <= config.keys():
-            return name
-    return None
 
 
 def load_results(out: Path | str) -> dict[str, dict[str, np.ndarray]]:

@@ -27,7 +27,7 @@ from typing import Any, Iterator, Mapping
 
 import numpy as np
 
-from jaxinit.config import ConfigError
+from jaxinit.errors import ConfigError
 
 
 def describe_os_error(err: OSError, path: Path | str) -> str:

@@ -4,8 +4,8 @@
   ``run.json``; `append_provenance` / `read_provenance`: run.json's ``provenance`` list, one segment per
   (resumed) part of a run, every earlier segment and every other key kept.
 - `numeric_environment()`: what changes a run's numbers besides its config (its fingerprint's environment,
-  `jaxinit.runinfo`); `numeric_xla_flags`: the ``XLA_FLAGS`` that count.
-Every name here is importable from `jaxinit.rundir` too.
+  `jaxinit.run.runinfo`); `numeric_xla_flags`: the ``XLA_FLAGS`` that count.
+- `read_run_json`: run.json as a dict ({} without one; one `ConfigError` line if unreadable).
 """
 from __future__ import annotations
 
@@ -17,9 +17,9 @@ import sys
 from pathlib import Path
 from typing import Any, Callable
 
-from jaxinit import files
-from jaxinit.config import ConfigError
-from jaxinit.files import safe_path
+from jaxinit.errors import ConfigError
+from jaxinit.run import files
+from jaxinit.run.files import safe_path
 
 
 def git_commit() -> str:
@@ -86,7 +86,7 @@ def numeric_environment() -> dict[str, Any]:
 
 def read_provenance(run_json: Path) -> list[dict]:
     """The provenance segments of run.json, oldest first ([] without one; the old single dict is one segment)."""
-    info = _read_run_json(run_json)
+    info = read_run_json(run_json)
     prov = info.get("provenance")
     return [] if prov is None else [prov] if isinstance(prov, dict) else list(prov)
 
@@ -96,13 +96,15 @@ def append_provenance(run_json: Path, info: dict,
     """Append one segment (this process's part of the run) to run.json's ``provenance`` list, keeping
     every earlier segment and every other key; returns the list. ``write`` is the writer to use
     (`Manifest.write_json` inside a run with a manifest)."""
-    data = _read_run_json(run_json)
+    data = read_run_json(run_json)
     segments = read_provenance(run_json) + [info]
     write(Path(run_json), {**data, "provenance": segments})
     return segments
 
 
-def _read_run_json(run_json: Path) -> dict:
+def read_run_json(run_json: Path) -> dict:
+    """run.json as a dict: {} where there is none; an unreadable one is one `ConfigError` line (its provenance
+    would be lost if it were overwritten)."""
     path = Path(run_json)
     if not path.exists():
         return {}

@@ -4,21 +4,25 @@
     python -m experiments.NAME --help          # the presets, and every config field with its default (chosen preset)
     python -m experiments.NAME --replot DIR    # figures from a run's saved results (where supported)
 
-Every experiment has one shape: a module-level ``EXPERIMENT = cli.Experiment(prog=..., doc=__doc__,
-presets=..., default=..., main=..., default_out=..., validate=..., ...)`` and
-``def run(argv=None) -> int: return cli.run(EXPERIMENT, argv)``. The fixed flags are parsed with argparse;
-everything else is a dotted override of the preset's config, parsed by tyro over the frozen config
-dataclasses (`jaxinit.config_parse`, chosen because it reads the dataclasses we already have, field
-docstrings and ``Literal`` choices included, with no second schema to keep in step; ml_collections' config
-flags would force a `--config.` prefix on every key that docs/design.md fixes). The presets are `Presets`
-(`jaxinit.config`): each with a line that ``--help`` prints; ``--preset NAME`` (docs/design.md) picks one.
-Run directories are owned (`jaxinit.rundir`: lock, manifest, same-config continuation, `--overwrite`
-deleting the run's own files only, and only once the experiment's set-up checks passed), results
-are written atomically (`jaxinit.files`), every continuation is checked against the fingerprint the
-run started with (`jaxinit.runinfo`: config.json, numeric environment) and run.json's provenance
-gains one segment per part of a run. SIGINT/SIGTERM stop at once in set-up, summary and figures and
-at a step boundary in training (`jaxinit.interrupt`); a signal still pending at the end stops the run
-with its status, never 0. User errors (`ConfigError`) become one line on stderr and exit status 2.
+Every experiment has one shape: a module-level ``EXPERIMENT = cli.Experiment(name=..., doc=__doc__,
+presets=..., default=..., main=..., validate=..., ...)`` and ``def run(argv=None) -> int: return
+cli.run(EXPERIMENT, argv)``; its name is the module's (``experiments.<name>``) and is listed in
+`jaxinit.run.registry`. The fixed flags are parsed with argparse; everything else is a dotted override of the
+preset's config, parsed by tyro over the frozen config dataclasses (`jaxinit.run.config_parse`, chosen
+because it reads the dataclasses we already have, field docstrings and ``Literal`` choices included, with no
+second schema to keep in step; ml_collections' config flags would force a `--config.` prefix on every key
+that docs/design.md fixes). A misspelt key or preset is one line that names the closest ones. The presets
+are `Presets` (`jaxinit.config`): each with a line that ``--help`` prints; ``--preset NAME`` picks one.
+Without ``--out`` a run goes to ``runs/<experiment>_<preset>``. Run directories are owned
+(`jaxinit.run.rundir`: lock, manifest, same-config continuation, `--overwrite` deleting the run's own files
+only, and only once the experiment's set-up checks passed), results are written atomically
+(`jaxinit.run.files`), run.json names the experiment (a run of another one is refused), every continuation
+is checked against the fingerprint the run started with (`jaxinit.run.runinfo`: config.json, numeric
+environment) and run.json's provenance gains one segment per part of a run (`jaxinit.run.provenance`).
+Progress lines name the experiment (`jaxinit.progress.study`). SIGINT/SIGTERM stop at once in set-up,
+summary and figures and at a step boundary in training (`jaxinit.interrupt`); a signal still pending at
+the end stops the run with its status, never 0. User errors (`ConfigError`) become one line on stderr and
+exit status 2.
 """
 from __future__ import annotations
 
@@ -32,16 +36,19 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable, Mapping
 
-from jaxinit import files, interrupt, rundir
-from jaxinit.config import ConfigError, Presets, from_dict, parse_overrides, to_dict
-from jaxinit.runinfo import comparable
+from jaxinit import distributed, interrupt, progress
+from jaxinit.config import Presets, to_dict
+from jaxinit.errors import ConfigError
+from jaxinit.run import files, provenance, rundir, runinfo
+from jaxinit.run.config_parse import close_keys, comparable, fields_help, from_dict, parse_overrides
+from jaxinit.run.manifest import LOCK, MANIFEST, Manifest
 
 
 @dataclass(frozen=True)
 class Experiment:
     """One ``python -m experiments.<name>``: what `run` needs to parse, claim the run directory and run it."""
-    prog: str
-    """module path, e.g. ``experiments.forgetting`` (usage lines and messages)"""
+    name: str
+    """its name, listed in `jaxinit.run.registry` (its module is ``experiments.<name>``; run.json records it)"""
     doc: str
     """the module docstring, printed first by --help"""
     presets: Presets
@@ -50,8 +57,6 @@ class Experiment:
     """the preset without --preset (a callable is asked at run time: the benchmark's depends on the platform)"""
     main: Callable[[Any, Path, bool], Any]
     """``main(cfg, out_dir, resume)``: the experiment itself"""
-    default_out: str
-    """run directory without --out"""
     validate: Callable[[Any], None] | None = None
     """``validate(cfg)`` raises a one-line `ConfigError` for values that make no sense"""
     prepare: Callable[[Any], None] | None = None
@@ -64,8 +69,16 @@ class Experiment:
     preset_flags: Mapping[str, str] = field(default_factory=dict)
     """flags that stand for a preset: ``{"quick": "quick"}`` gives ``--quick``"""
 
+    @property
+    def prog(self) -> str:
+        return f"experiments.{self.name}"
+
     def default_preset(self) -> str:
         return self.default() if callable(self.default) else self.default
+
+    def default_out(self, preset: str) -> str:
+        """The run directory without --out: ``runs/<experiment>_<preset>``."""
+        return f"runs/{self.name}_{preset}"
 
     @property
     def config_cls(self) -> type:
@@ -100,7 +113,8 @@ def _usage(exp: Experiment, default: str) -> str:
              f"[--a.b=value ...]",
              "",
              f"  --preset NAME   a preset below (default: {default})",
-             "  --out DIR       run directory; a fresh run into a run of the same config continues it",
+             f"  --out DIR       run directory (default: {exp.default_out('<preset>')}); a fresh run into a run "
+             f"of the same config continues it",
              "  --resume        continue the run in --out (its saved config.json)",
              "  --overwrite     replace the run in --out (deletes that run's own files only)"]
     if exp.replot is not None:
@@ -146,14 +160,16 @@ def resolve_config(config_cls: type, presets: Mapping[str, Any], default: str, p
     return saved
 
 
-def _claim(out: Path, cfg: Any, resume: bool, overwrite: bool, prog: str,
-           prepare: Callable[[Any], None] | None) -> tuple[bool, bool, bool]:
+def _claim(out: Path, cfg: Any, resume: bool, overwrite: bool, exp: Experiment) -> tuple[bool, bool, bool]:
     """Decide what a run may do with ``out`` (holding its lock); returns (resume, wrote_config,
     continuing: a rerun of the same config, said once its fingerprint is checked)."""
     state = rundir.inspect(out)
     if state == "foreign" and _is_run(out):
         state = "run"             # a run with a user's files in it: they stay, untouched (said at the end)
+    if resume or (state == "run" and not overwrite):
+        runinfo.check_experiment(out, exp.name)      # a run of another experiment is refused here
     if resume:
+        runinfo.record_experiment(out, exp.name)     # (a run made before run.json named its experiment)
         return True, False, False
     if state == "foreign":
         raise ConfigError(f"--out {files.safe_path(out)} holds files that are not a run's; choose an empty or "
@@ -161,6 +177,7 @@ def _claim(out: Path, cfg: Any, resume: bool, overwrite: bool, prog: str,
     if state == "run" and not overwrite:
         saved, asked = comparable(rundir.read_saved_config(out)), comparable(json.loads(json.dumps(to_dict(cfg))))
         if saved == asked:
+            runinfo.record_experiment(out, exp.name)
             return True, False, True
         diff = ", ".join(rundir.diff_keys(saved, asked)[:4])
         raise ConfigError(f"--out {files.safe_path(out)} holds a run of another config (differs in {diff}); "
@@ -169,10 +186,11 @@ def _claim(out: Path, cfg: Any, resume: bool, overwrite: bool, prog: str,
         raise ConfigError(f"--out {files.safe_path(out)} holds an unfinished run without config.json; "
                           f"use --overwrite to replace it or another --out")
     if overwrite and state in ("run", "partial"):
-        if prepare is not None:
-            prepare(cfg)          # an error the set-up would find: refused before anything is deleted
+        if exp.prepare is not None:
+            exp.prepare(cfg)      # an error the set-up would find: refused before anything is deleted
         rundir.clear_run(out)
-    rundir.Manifest(out).write_json(out / "config.json", to_dict(cfg), digest=False)   # users may edit it
+    Manifest(out).write_json(out / "config.json", to_dict(cfg), digest=False)   # users may edit it
+    runinfo.record_experiment(out, exp.name)
     return False, True, False
 
 
@@ -191,8 +209,8 @@ def _say_left_alone(out: Path) -> None:
 
 def _stamp_provenance(out: Path, resumed: bool, status: str) -> None:
     """Append this process's segment (code, packages, device, how it ended) to run.json's provenance."""
-    info = {**rundir.provenance(), "resumed": resumed, "status": status}
-    rundir.append_provenance(out / "run.json", info, write=rundir.Manifest(out).write_json)
+    info = {**provenance.provenance(), "resumed": resumed, "status": status}
+    provenance.append_provenance(out / "run.json", info, write=Manifest(out).write_json)
 
 
 def _check_xla_flags() -> None:
@@ -217,20 +235,21 @@ def _backend_errors():
 def _fingerprint(out: Path, cfg: Any, env: dict, resume: bool) -> None:
     parts = {"config": comparable(to_dict(cfg)), "environment": env}
     if resume:
-        rundir.check_fingerprint(out, parts, from_config_json=True)   # cfg is config.json (or equals it)
+        runinfo.check_fingerprint(out, parts, from_config_json=True)   # cfg is config.json (or equals it)
     else:
-        rundir.start_fingerprint(out, parts)
+        runinfo.start_fingerprint(out, parts)
 
 
 def _run(exp: Experiment, argv: list[str]) -> int:
     args, overrides = _fixed_parser(exp.prog, exp.replot is not None, exp.preset_flags).parse_known_args(argv)
-    bad = [a for a in overrides if a.startswith("--") and "." not in a.split("=", 1)[0]]
-    if bad:
-        raise ConfigError(f"unknown argument {bad[0]!r} (overrides take the form --section.key=value)")
     preset = _choose_preset(args, exp.presets, exp.preset_flags)
     default = exp.default_preset()
+    bad = [a for a in overrides if a.startswith("--") and "." not in a.split("=", 1)[0]]
+    if bad:
+        near = close_keys(exp.presets[preset or default], bad[0][2:].split("=", 1)[0])
+        hint = f"; did you mean {' or '.join('--' + k for k in near)}?" if near else ""
+        raise ConfigError(f"unknown argument {bad[0]!r} (overrides take the form --section.key=value){hint}")
     if args.help:
-        from jaxinit.config_parse import fields_help
         print(exp.doc.strip() + "\n\n" + _usage(exp, default))
         print(fields_help(exp.presets[preset or default], prog=f"python -m {exp.prog}"))
         return 0
@@ -241,10 +260,12 @@ def _run(exp: Experiment, argv: list[str]) -> int:
     _check_xla_flags()
     with _backend_errors():
         writer = join_hosts(exp.prog, exp.multihost)
-        env = rundir.numeric_environment()
-    out = rundir.resolve_out(args.out, exp.default_out)
+        env = provenance.numeric_environment()
+    out = rundir.resolve_out(args.out, exp.default_out(preset or default))
     if args.resume and not out.is_dir():
         raise ConfigError(f"--resume: no run to resume in {files.safe_path(out)}")
+    if args.resume:
+        runinfo.check_experiment(out, exp.name)      # before its config.json is read as this experiment's
     cfg = resolve_config(exp.config_cls, exp.presets, default, preset, overrides, out, args.resume, exp.prog)
     if exp.validate is not None:
         exp.validate(cfg)
@@ -252,7 +273,7 @@ def _run(exp: Experiment, argv: list[str]) -> int:
         rundir.check_not_nested(out)
     with (rundir.RunLock(out) if writer else contextlib.nullcontext()):
         try:
-            resume, wrote_config, continuing = _claim(out, cfg, args.resume, args.overwrite, exp.prog, exp.prepare) \
+            resume, wrote_config, continuing = _claim(out, cfg, args.resume, args.overwrite, exp) \
                 if writer else (args.resume, False, False)
             if writer:
                 _fingerprint(out, cfg, env, resume)
@@ -262,7 +283,8 @@ def _run(exp: Experiment, argv: list[str]) -> int:
             _agree_across_hosts(-1)   # the other hosts must not wait for a run that will not start
             raise
         resume = _agree_across_hosts(int(resume)) == 1
-        _run_main(exp.main, cfg, out, resume, wrote_config, writer, exp.prog)
+        with progress.study(exp.name):
+            _run_main(exp.main, cfg, out, resume, wrote_config, writer, exp.prog)
     if writer:
         _say_left_alone(out)
         print(f"wrote {files.safe_path(out)}")
@@ -294,12 +316,12 @@ def _run_main(main, cfg, out: Path, resume: bool, wrote_config: bool, writer: bo
 
 
 def _only_config(out: Path) -> bool:
-    return {p.name for p in out.iterdir()} <= rundir.START_FILES | {rundir.LOCK, rundir.MANIFEST}
+    return {p.name for p in out.iterdir()} <= runinfo.START_FILES | {LOCK, MANIFEST}
 
 
 def _remove_fresh_start(out: Path) -> None:
-    manifest = rundir.Manifest(out)
-    for name in rundir.START_FILES:
+    manifest = Manifest(out)
+    for name in runinfo.START_FILES:
         (out / name).unlink(missing_ok=True)
         if manifest.exists():
             manifest.forget(name)
@@ -308,7 +330,6 @@ def _remove_fresh_start(out: Path) -> None:
 def _agree_across_hosts(code: int) -> int:
     """Several hosts: process 0 decided (it owns the directory: 1 resume, 0 fresh, -1 refused); every
     process follows its decision."""
-    from jaxinit import distributed
     if not distributed.is_multiprocess():
         return code
     from jax.experimental import multihost_utils
@@ -331,8 +352,6 @@ def join_hosts(prog: str, multihost: bool) -> bool:
 
     Returns whether this process writes results (False only on processes other than 0).
     """
-    import os
-    from jaxinit import distributed
     if distributed.launch_settings(os.environ) is not None and not multihost:
         raise ConfigError(f"{prog} runs on one host; unset {', '.join(distributed.ENV_VARS)}")
     distributed.initialize_from_env()

@@ -1,12 +1,12 @@
 """A run directory is owned: one writer at a time, never another run's or a user's files lost.
 
-Rules (every experiment, through `jaxinit.cli`):
+Rules (every experiment, through `jaxinit.run.cli`):
 - A run directory holds `config.json` and the files the experiment writes. Which files are the run's
-  own is recorded in its manifest, ``DIR/.manifest.json`` (`Manifest`): every path the run wrote, with
-  its kind (``file``, ``dir``, ``checkpoint`` -- an orbax step folder --, ``run`` -- a sub-run such as a
-  clock point) and, for results files written through the manifest, their SHA-256. An entry is
-  recorded *before* its file is created, so a run killed mid-write never leaves an unrecorded file.
-  The manifest, the name rule and what a path is live in `jaxinit.manifest`.
+  own is recorded in its manifest, ``DIR/.manifest.json`` (`jaxinit.run.manifest.Manifest`): every path
+  the run wrote, with its kind (``file``, ``dir``, ``checkpoint`` -- an orbax step folder --, ``run`` -- a
+  sub-run such as a clock point) and, for results files written through the manifest, their SHA-256. An
+  entry is recorded *before* its file is created, so a run killed mid-write never leaves an unrecorded
+  file. The manifest, the name rule and what a path is live in `jaxinit.run.manifest`.
 - `foreign_entries` / `inspect`: anything that is not a manifest entry (or the temporary twin of one)
   is foreign, and so is a recorded file whose bytes no longer match their digest (someone replaced
   it). `clear_owned` deletes manifest entries only: a user's file inside ``figures/``,
@@ -25,11 +25,8 @@ Rules (every experiment, through `jaxinit.cli`):
   holds it; a second process writing into the same directory is refused with one line. The kernel
   drops the lock when its process dies, so a killed run never leaves a stale lock behind. A lock that
   is a symlink, a hard link or not a plain file is refused (its target is never written).
-- `provenance()` / `append_provenance`: what `run.json` records besides timings, one segment per
-  (resumed) part of a run; `numeric_environment()`: what changes results besides the config
-  (both in `jaxinit.provenance`).
-  The run's fingerprint (config, numeric environment, a user's model) and run.json's timings are kept
-  by `jaxinit.runinfo`. The names of all three modules are importable from here too.
+What a run records besides its results (provenance, numeric environment) is `jaxinit.run.provenance`'s; its
+fingerprint and run.json's timings are `jaxinit.run.runinfo`'s.
 """
 from __future__ import annotations
 
@@ -46,14 +43,10 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from jaxinit.config import ConfigError
-from jaxinit.files import safe_path
-# The manifest and the provenance helpers live in their own modules; their names are importable from here.
-from jaxinit.manifest import (CHECKPOINT_ITEMS, KINDS, LOCK, MANIFEST, ORBAX_TMP, RUN_FILES,  # noqa: F401
-                              STEP_ENTRIES, Manifest, _atomic_twin_of, _digest_ok, _is_dir, _is_file, _legacy,
-                              _owned_by, is_run_dir, is_run_file, is_step_folder)
-from jaxinit.provenance import (_read_run_json, append_provenance, git_commit, numeric_environment,  # noqa: F401
-                                numeric_xla_flags, provenance, read_provenance, versions)
+from jaxinit.errors import ConfigError
+from jaxinit.run.files import safe_path
+from jaxinit.run.manifest import (LOCK, MANIFEST, ORBAX_TMP, RUN_FILES, STEP_ENTRIES, Manifest, _atomic_twin_of,
+                                  _digest_ok, _is_dir, _is_file, _legacy, _owned_by, is_run_dir, is_step_folder)
 
 
 def resolve_out(text: str | None, default: str) -> Path:
@@ -299,7 +292,3 @@ def diff_keys(a: Any, b: Any, prefix: str = "") -> list[str]:
         return out
     return [prefix.rstrip(".")] if a != b else []
 
-
-# The fingerprint and run.json helpers live in their own module (this one is long enough); importable from here.
-from jaxinit.runinfo import (FINGERPRINT, START_FILES, check_fingerprint, describe_model,  # noqa: E402
-                             read_fingerprint, record_written, start_fingerprint, write_run_info)

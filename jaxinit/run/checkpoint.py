@@ -14,8 +14,8 @@ meta digest existed (meta keys `LEGACY_META_KEYS` only) are checked on their sta
 ``steps_per_epoch``, their epoch and step; a meta with any other key and no digest is corrupt.
 
 Only step folders of this run are listed, restored or deleted: a folder named like a step that does
-not hold orbax's entries only (`jaxinit.rundir.is_step_folder`) -- a user's ``checkpoints/0/README``,
-another run made inside ``checkpoints/999`` -- is never touched, and with a `jaxinit.rundir.Manifest`
+not hold orbax's entries only (`jaxinit.run.manifest.is_step_folder`) -- a user's ``checkpoints/0/README``,
+another run made inside ``checkpoints/999`` -- is never touched, and with a `jaxinit.run.manifest.Manifest`
 old checkpoints are deleted only if the manifest records them (orbax's own clean-up is off: it
 deleted whatever it took for a step).
 
@@ -45,8 +45,10 @@ from typing import Any, Callable
 import jax
 import numpy as np
 
-from jaxinit import distributed, files, rundir
-from jaxinit.config import ConfigError
+from jaxinit import distributed
+from jaxinit.errors import ConfigError
+from jaxinit.run import files
+from jaxinit.run.manifest import CHECKPOINT_ITEMS, Manifest, is_step_folder
 
 # The meta keys of checkpoints saved before `checkpoint_sha256` existed (accepted with a state-only check).
 LEGACY_META_KEYS = frozenset({"epoch", "step_in_epoch", "n_members", "config_fingerprint", "state_sha256"})
@@ -77,7 +79,7 @@ def meta_digest(step: int, meta: dict) -> str:
 
 class _OwnSteps:
     """Orbax's standard step names, but only folders that are step folders by content
-    (`jaxinit.rundir.is_step_folder`): orbax never lists, reads the metadata of (with a warning on
+    (`jaxinit.run.manifest.is_step_folder`): orbax never lists, reads the metadata of (with a warning on
     stderr) or deletes a ``checkpoints/999`` that is another run, or a user's ``checkpoints/0/``."""
 
     def __init__(self):
@@ -94,7 +96,7 @@ class _OwnSteps:
         if not base.is_dir():
             return iter([])
         steps = sorted(int(c.name) for c in base.iterdir() if c.name.isascii() and c.name.isdigit()
-                       and rundir.is_step_folder(c))
+                       and is_step_folder(c))
         found = []
         for s in steps:
             with contextlib.suppress(ValueError):     # orbax's own test: not committed
@@ -102,7 +104,7 @@ class _OwnSteps:
         return iter(found)
 
     def find_step(self, base_path: Any, step: int):
-        if not rundir.is_step_folder(Path(base_path) / self.build_name(step)):
+        if not is_step_folder(Path(base_path) / self.build_name(step)):
             raise ValueError(f"no step folder of this run for step {step} under {base_path}")
         return self._inner.find_step(base_path, step)
 
@@ -121,12 +123,12 @@ class Checkpointer:
 
     ``max_to_keep``: the newest checkpoints kept (None: all). ``steps_per_epoch``: if given, a
     restored meta must satisfy ``epoch * steps_per_epoch + step_in_epoch == step``. ``manifest``: the
-    run's `jaxinit.rundir.Manifest`; each step folder is recorded (kind ``checkpoint``) before it is
+    run's `jaxinit.run.manifest.Manifest`; each step folder is recorded (kind ``checkpoint``) before it is
     written and forgotten once deleted, and only recorded folders are deleted.
     """
 
     def __init__(self, directory: Path, max_to_keep: int | None = 3, *, steps_per_epoch: int | None = None,
-                 manifest: "rundir.Manifest | None" = None, asynchronous: bool = False):
+                 manifest: Manifest | None = None, asynchronous: bool = False):
         ocp = _ocp()
         # Orbax's max_to_keep deletes any folder it took for a step (a nested run included): the pruning is ours.
         options = ocp.CheckpointManagerOptions(max_to_keep=None, create=True, enable_async_checkpointing=False,
@@ -136,12 +138,12 @@ class Checkpointer:
         self._keep, self._per_epoch, self._manifest = max_to_keep, steps_per_epoch, manifest
         self._dir = Path(directory).absolute()
         try:
-            self._manager = ocp.CheckpointManager(self._dir, options=options, item_names=rundir.CHECKPOINT_ITEMS)
+            self._manager = ocp.CheckpointManager(self._dir, options=options, item_names=CHECKPOINT_ITEMS)
         except OSError as err:
             raise ConfigError(files.describe_os_error(err, directory)) from None
         # Decided once, identically on every process (pruning calls orbax's collective delete).
         owned = manifest.entries() if manifest is not None and manifest.exists() else None
-        self._ours = {s for s in self._manager.all_steps() if rundir.is_step_folder(self._dir / str(s))
+        self._ours = {s for s in self._manager.all_steps() if is_step_folder(self._dir / str(s))
                       and (owned is None or manifest.owns(self._dir / str(s)))}
         self._async = bool(asynchronous) and not distributed.is_multiprocess()
         self._pool: ThreadPoolExecutor | None = None

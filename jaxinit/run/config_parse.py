@@ -1,19 +1,28 @@
-"""Text in, config out: the command line's dotted overrides (tyro) and a saved config.json (`from_dict`).
+"""Text in, config out: the command line's dotted overrides (tyro), the same from Python (`override`), and a
+saved config.json (`from_dict`).
 
 Command lines are parsed by tyro over the frozen config dataclasses of `jaxinit.config`, with a few
 conventions the project fixed before tyro: `--a.b=value` and `--a.b value` both work, tuples are
 comma-separated (`--sweep.sigma_w=0.5,1,2`), booleans take `true/false/1/0/yes/no`, optional values take
 `none`. A field typed ``Literal[...]`` (or a tuple of them) takes one of its choices, which ``--help``
 shows. Anything unknown or unparsable raises `ConfigError`, which the entrypoints turn into one line +
-exit status 2. tyro is imported on first use: only the command line needs it, never training.
+exit status 2; a misspelt key keeps tyro's suggestion (``--train.epoch=3``: "did you mean --train.epochs?").
+tyro is imported on first use: only the command line needs it, never training.
 
-Import these names from `jaxinit.config` (which re-exports them); this module holds them so that the
-configs themselves stay short.
+From Python (notebooks), `override` takes the same overrides as the command line, checked alike:
+
+    cfg = override(forgetting.preset("smoke"), "train.epochs=3", "sweep.sigma_w=0.5,1,2")
+    cfg = override(cfg, {"train.epochs": 3, "sweep.sigma_w": (0.5, 1.0, 2.0), "opt.lr": None})
+
+Saved configs: `from_dict` reads config.json back; `comparable` is a config dict as fingerprints and
+same-config comparisons see it (`ADDED_DEFAULTS` fields at their default left out, `RETIRED` fields put
+back), so a run made before a field was added or removed continues.
 """
 from __future__ import annotations
 
 import contextlib
 import dataclasses
+import difflib
 import io
 import json
 import math
@@ -22,9 +31,10 @@ import re
 import sys
 import types
 import typing
-from typing import Any, Literal
+from typing import Any, Literal, Mapping
 
-from jaxinit.config import ConfigError, check_values
+from jaxinit.config import check_values
+from jaxinit.errors import ConfigError
 
 _TRUE = {"1", "true", "yes", "on"}
 _FALSE = {"0", "false", "no", "off"}
@@ -102,9 +112,10 @@ def _is(typ: Any, value: Any) -> bool:
 
 
 def _condense(text: str) -> str:
-    """tyro's boxed error as one line: the box's first section, frame characters and title removed. The box
-    is drawn in UTF-8 (title inside the top border) or, when stdout's encoding is not exactly "utf-8" (a
-    pipe, pytest's capture), in ASCII (title on a line of its own above a line of dashes)."""
+    """tyro's boxed error as one line: the box's first section, frame characters and title removed, and the
+    flags of its "Perhaps you meant" section (a misspelt key) kept as "did you mean ...?". The box is drawn in
+    UTF-8 (title inside the top border) or, when stdout's encoding is not exactly "utf-8" (a pipe, pytest's
+    capture), in ASCII (title on a line of its own above a line of dashes)."""
     raw = [ln for ln in text.splitlines() if ln.strip()]
     sections: list[list[str]] = [[]]
     for line in raw:
@@ -116,7 +127,38 @@ def _condense(text: str) -> str:
     sections = [sec for sec in sections if sec]
     if raw and not raw[0].lstrip().startswith("╭") and len(sections) > 1:
         sections = sections[1:]               # the ASCII box's title
-    return " ".join(sections[0]) if sections else "could not parse the command line"
+    if not sections:
+        return "could not parse the command line"
+    return " ".join(sections[0]) + _suggested(sections[1:])
+
+
+def _suggested(sections: list[list[str]]) -> str:
+    """"; did you mean --a.b?" from tyro's "Perhaps you meant:" section (its flags, each on a line of its own
+    followed by its help), or "" without one."""
+    for sec in sections:
+        if sec[0].lower().startswith("perhaps you meant"):
+            flags = list(dict.fromkeys(line.split()[0] for line in sec[1:] if line.startswith("--")))
+            if flags:
+                return f"; did you mean {' or '.join(flags[:3])}?"
+    return ""
+
+
+def dotted_keys(cfg: Any, prefix: str = "") -> list[str]:
+    """Every field of a config tree as its command-line key (``train.epochs``)."""
+    keys = []
+    for f in dataclasses.fields(cfg):
+        value = getattr(cfg, f.name)
+        keys += dotted_keys(value, f"{prefix}{f.name}.") if dataclasses.is_dataclass(value) else [prefix + f.name]
+    return keys
+
+
+def close_keys(cfg: Any, key: str) -> list[str]:
+    """Config keys close to a mistyped ``key`` (``epochs`` -> ``train.epochs``), best first, at most three."""
+    keys = dotted_keys(cfg)
+    by_last = {k.rsplit(".", 1)[-1]: k for k in keys}
+    near = difflib.get_close_matches(key, keys, n=3, cutoff=0.7)
+    near += [by_last[k] for k in difflib.get_close_matches(key.rsplit(".", 1)[-1], list(by_last), n=3, cutoff=0.8)]
+    return list(dict.fromkeys(near))[:3]
 
 
 def _tyro():
@@ -187,7 +229,7 @@ _ANSI = re.compile(r"\x1b\[[0-9;]*m")
 
 def fields_help(cfg: Any, prog: str = "jaxinit") -> str:
     """tyro's ``--help`` of ``cfg``'s fields (defaults from ``cfg``) without its usage line: the
-    entrypoints print their own usage, which knows the fixed flags (`jaxinit.cli`)."""
+    entrypoints print their own usage, which knows the fixed flags (`jaxinit.run.cli`)."""
     capture = _Capture(sys.stdout)
     try:
         with contextlib.redirect_stdout(capture):
@@ -202,10 +244,36 @@ def fields_help(cfg: Any, prog: str = "jaxinit") -> str:
     return "\n".join(lines)
 
 
-def apply_overrides(cfg: Any, overrides: list[str]) -> Any:
-    """Return ``cfg`` with each ``--a.b=value`` (leading ``--`` optional) applied. Unknown keys raise."""
-    args = [f"--{o}" if not o.startswith("-") and "." in o.split("=", 1)[0] and "=" in o else o for o in overrides]
+def override(cfg: Any, *overrides: str | Mapping[str, Any]) -> Any:
+    """``cfg`` (a frozen config dataclass) with ``overrides`` applied, parsed and checked as the command line's.
+
+    Each override is a command-line item -- ``"train.epochs=3"`` (the leading ``--`` may be left out),
+    ``"--train.epochs"`` followed by ``"3"`` -- or a mapping of dotted keys to Python values
+    (``{"train.epochs": 3, "sweep.sigma_w": (0.5, 1.0), "opt.lr": None}``), which become those items
+    (tuples comma-joined, None ``none``, booleans ``true`` / ``false``). An unknown key or a value that does
+    not parse or fails its field's checks raises `ConfigError` in one line; ``cfg`` itself is unchanged
+    (configs are frozen). The experiment's own checks (its ``validate``) run when it is trained."""
+    args: list[str] = []
+    for item in overrides:
+        if isinstance(item, Mapping):
+            args += [f"--{key}={_as_text(value)}" for key, value in item.items()]
+        elif isinstance(item, str):
+            dotted = not item.startswith("-") and "=" in item and "." in item.split("=", 1)[0]
+            args.append(f"--{item}" if dotted else item)
+        else:
+            raise TypeError(f"an override is a 'key=value' string or a mapping, got {type(item).__name__}")
     return parse_overrides(cfg, args) if args else cfg
+
+
+def _as_text(value: Any) -> str:
+    """A Python value as the command line spells it (`override`)."""
+    if value is None:
+        return "none"
+    if isinstance(value, bool):
+        return str(value).lower()
+    if isinstance(value, (tuple, list)):
+        return ",".join(_as_text(v) for v in value)
+    return str(value)
 
 
 # --------------------------------------------------------------------------- config.json
@@ -223,7 +291,7 @@ def from_dict(cls: type, data: dict, prefix: str = "") -> Any:
         key = f"{prefix}{name}"
         if name not in names:
             if _retired(key, value):
-                continue      # a run made before the field moved out of this config (jaxinit.runinfo.RETIRED)
+                continue      # a run made before the field moved out of this config (`RETIRED`)
             raise ConfigError(f"config.json: unknown key {key!r}")
         kwargs[name] = _typed(key, types_[name], value)
     cfg = cls(**kwargs)
@@ -233,7 +301,6 @@ def from_dict(cls: type, data: dict, prefix: str = "") -> Any:
 
 
 def _retired(key: str, value: Any) -> bool:
-    from jaxinit.runinfo import RETIRED
     return tuple(key.split(".")) in RETIRED and value == RETIRED[tuple(key.split("."))] and type(value) is bool
 
 
@@ -273,4 +340,39 @@ def _shown(value: Any) -> str:
     return text if len(text) <= 60 else text[:57] + "..."
 
 
-__all__ = ["parse_overrides", "apply_overrides", "fields_help", "from_dict", "choices"]
+
+
+# --------------------------------------------------------------------------- configs of older versions
+# Fields added after runs were made: while at their default (the behaviour before they existed) they are
+# left out of a run's fingerprints and same-config comparisons (`comparable`), so a run made before them
+# continues (--resume, a same-config rerun) instead of being refused as another config.
+ADDED_DEFAULTS = {("train", "precision"): "float32", ("train", "eval_train_subset"): 0,
+                  ("train", "async_checkpoint"): False, ("sweep", "lr"): ()}
+
+# Fields since removed, with the only value they ever had where they went: a config without one is the
+# config that held that value (the forgetting study's data.binarize, false; the IGB studies keep theirs in
+# `jaxinit.config.IGBDataConfig`). Put back before hashing, so runs made before keep their fingerprint;
+# `from_dict` skips them in a saved config.json.
+RETIRED = {("data", "binarize"): False}
+
+
+def _is_default(value: Any, default: Any) -> bool:
+    """``value`` is ``default`` in kind, not only in value (0 is not False; a list from JSON is a tuple)."""
+    if isinstance(default, tuple):
+        return isinstance(value, (list, tuple)) and tuple(value) == default
+    return value == default and type(value) is type(default)
+
+
+def comparable(data: dict) -> dict:
+    """``to_dict(cfg)`` (or a saved config.json) without the `ADDED_DEFAULTS` fields that hold their default,
+    with the `RETIRED` fields in."""
+    out = dict(data)
+    for (section, key), value in RETIRED.items():
+        sub = out.get(section)
+        if isinstance(sub, dict) and key not in sub:
+            out[section] = {**sub, key: value}
+    for (section, key), default in ADDED_DEFAULTS.items():
+        sub = out.get(section)
+        if isinstance(sub, dict) and key in sub and _is_default(sub[key], default):
+            out[section] = {k: v for k, v in sub.items() if k != key}
+    return out

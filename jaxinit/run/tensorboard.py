@@ -13,7 +13,7 @@ again (the epochs after its checkpoint) start at a step no later than the file's
 (``SessionLog.START``, what TensorFlow writes when a job restarts) goes first, and TensorBoard's reader then
 drops the file's earlier events from that step on, so the curves show what metrics.jsonl holds.
 
-Files. Every event file is recorded in the run's manifest (`jaxinit.rundir.Manifest`, without a digest:
+Files. Every event file is recorded in the run's manifest (`jaxinit.run.manifest.Manifest`, without a digest:
 it grows) before it is created, so ``--overwrite`` deletes it and nothing else, and it is never written
 through a symbolic link out of the run. Records are framed as TFRecords (length, masked CRC-32C, data,
 masked CRC-32C) around tensorboardX's protocol buffers; tensorboardX is imported on the first write only.
@@ -29,8 +29,9 @@ import time
 from pathlib import Path
 from typing import Any, Callable, Iterable, Mapping
 
-from jaxinit import files
-from jaxinit.config import ConfigError
+from jaxinit.errors import ConfigError
+from jaxinit.run import files
+from jaxinit.run.manifest import Manifest
 
 FOLDER = "tensorboard"
 EVENTS = "events.out.tfevents.jaxinit"   # TensorBoard reads every file whose name holds "tfevents"
@@ -95,7 +96,6 @@ def write_rows(run_dir: Path | str, rows: Iterable[Mapping[str, Any]], *, step_k
         by_file.setdefault(path, []).append((now, step, scalars(row, step_key, tag_prefix)))
     if not by_file:
         return []
-    from jaxinit.rundir import Manifest
     manifest = Manifest(out)
     owned = manifest.entries() if manifest.exists() else {}
     for path, events in by_file.items():

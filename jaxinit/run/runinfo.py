@@ -1,7 +1,7 @@
 """What a run records besides its results: its fingerprint, run.json, files drawn by other writers.
 
-- ``fingerprint.json`` (a manifest entry, `jaxinit.rundir`): what the run's numbers depend on -- the
-  config, the numeric environment (`rundir.numeric_environment`) and, for ``fit(..., model=...)``, the
+- ``fingerprint.json`` (a manifest entry, `jaxinit.run.manifest`): what the run's numbers depend on -- the
+  config, the numeric environment (`jaxinit.run.provenance.numeric_environment`) and, for ``fit(..., model=...)``, the
   user's model (`describe_model`: class, fields, parameter shapes). `start_fingerprint` writes it when
   a run starts; every later part of the run (``--resume``, a same-config rerun, ``fit(..., resume=True)``)
   calls `check_fingerprint`, which refuses in one line naming what differs, so results are never
@@ -10,10 +10,11 @@
   before fingerprints existed adopts the current one on its first resume (nothing to compare with).
 - `fingerprint`: what a study computes once for its run -- the SHA-256 of its config (`config_fingerprint`,
   stamped into every checkpoint) and the parts fingerprint.json records -- for the forgetting and the IGB study alike.
-- `comparable`: a config dict as fingerprints and same-config comparisons see it (fields added since,
-  at their defaults, left out), so a run made before a field existed continues.
-- `write_run_info`: run.json's timings replaced, its provenance segments (`rundir.append_provenance`)
-  kept.
+  Configs are compared as `jaxinit.run.config_parse.comparable` sees them, so a run made before a field
+  existed continues.
+- run.json: `record_experiment` names the experiment that writes the run (`jaxinit.run.registry`; a run of
+  another experiment is refused in one line); `write_run_info` replaces its timings, keeping that name and
+  the provenance segments (`jaxinit.run.provenance.append_provenance`).
 - `record_written`: files another module wrote into the run (figures drawn by a plotting module),
   recorded with their digests so that they are the run's own.
 """
@@ -26,12 +27,20 @@ import re
 from pathlib import Path
 from typing import Any, Iterable
 
-from jaxinit.config import ConfigError, to_dict
-from jaxinit.files import safe_path
+from jaxinit.config import to_dict
+from jaxinit.errors import ConfigError
+from jaxinit.run.config_parse import comparable
+from jaxinit.run.files import safe_path
+from jaxinit.run.manifest import Manifest
+from jaxinit.run.provenance import numeric_environment, read_run_json
+from jaxinit.run.rundir import diff_keys
 
 FINGERPRINT = "fingerprint.json"
+RUN_JSON = "run.json"
 # What the CLI writes into a run directory before the experiment starts (removed again if set-up refuses it).
-START_FILES = frozenset({"config.json", FINGERPRINT})
+START_FILES = frozenset({"config.json", FINGERPRINT, RUN_JSON})
+# What run.json keeps when a part of the run rewrites its timings (`write_run_info`).
+KEPT = ("experiment", "provenance")
 _WHAT = {"config": "its files belong to another config than the one given",
          "config.json": "config.json differs from the one the run started with",
          "environment": "the numeric environment differs from the one the run started with",
@@ -62,7 +71,6 @@ def read_fingerprint(out: Path) -> dict:
 
 
 def _write(out: Path, data: dict) -> None:
-    from jaxinit.rundir import Manifest
     Manifest(out).write_json(Path(out) / FINGERPRINT, data)
 
 
@@ -76,7 +84,6 @@ def check_fingerprint(out: Path, parts: dict, *, from_config_json: bool = False)
     """(A continued run) Refuse in one line if any of ``parts`` differs from what the run started with;
     parts it never recorded (a run made before fingerprints) are adopted. ``from_config_json``: the
     config was read from the run's config.json (the CLI), so a difference is a hand edit of that file."""
-    from jaxinit.rundir import diff_keys
     stored, parts = read_fingerprint(out), _plain(parts)
     for key, value in parts.items():
         if key in stored and stored[key] != value:
@@ -86,41 +93,6 @@ def check_fingerprint(out: Path, parts: dict, *, from_config_json: bool = False)
                               f"(in {safe_path(out)}); {_ADVICE.get(name, 'rerun with --overwrite')}")
     if any(key not in stored for key in parts):
         _write(out, {**stored, **parts})
-
-
-# Fields added after runs were made: while at their default (the behaviour before they existed) they are
-# left out of a run's fingerprints and same-config comparisons (`comparable`), so a run made before them
-# continues (--resume, a same-config rerun) instead of being refused as another config.
-ADDED_DEFAULTS = {("train", "precision"): "float32", ("train", "eval_train_subset"): 0,
-                  ("train", "async_checkpoint"): False, ("sweep", "lr"): ()}
-
-
-def _is_default(value: Any, default: Any) -> bool:
-    """``value`` is ``default`` in kind, not only in value (0 is not False; a list from JSON is a tuple)."""
-    if isinstance(default, tuple):
-        return isinstance(value, (list, tuple)) and tuple(value) == default
-    return value == default and type(value) is type(default)
-
-
-# Fields since removed, with the only value they ever had where they went: a config without one is the
-# config that held that value (the forgetting study's data.binarize, false; the IGB studies keep theirs in
-# `jaxinit.config.IGBDataConfig`). Put back before hashing, so runs made before keep their fingerprint.
-RETIRED = {("data", "binarize"): False}
-
-
-def comparable(data: dict) -> dict:
-    """``to_dict(cfg)`` (or a saved config.json) without the `ADDED_DEFAULTS` fields that hold their default,
-    with the `RETIRED` fields in."""
-    out = dict(data)
-    for (section, key), value in RETIRED.items():
-        sub = out.get(section)
-        if isinstance(sub, dict) and key not in sub:
-            out[section] = {**sub, key: value}
-    for (section, key), default in ADDED_DEFAULTS.items():
-        sub = out.get(section)
-        if isinstance(sub, dict) and key in sub and _is_default(sub[key], default):
-            out[section] = {k: v for k, v in sub.items() if k != key}
-    return out
 
 
 def _digest(config: dict) -> str:
@@ -136,7 +108,6 @@ def fingerprint(cfg, model: Any = None, resolved: Any = None) -> tuple[str, dict
     """(`config_fingerprint`, the parts fingerprint.json records): the config, the numeric environment and,
     where the study trains a ``resolved`` `jaxinit.models.Model` (the forgetting study), the user's ``model``
     as `describe_model` sees it (None for the registry's: ``cfg.model`` names it)."""
-    from jaxinit.provenance import numeric_environment
     config = comparable(to_dict(cfg))
     parts = {"config": config, "environment": numeric_environment()}
     if resolved is not None:
@@ -165,18 +136,34 @@ def describe_model(model: Any, resolved: Any) -> dict | None:
     return {"class": f"{cls.__module__}.{cls.__qualname__}", "fields": fields, "shapes": shapes}
 
 
+def check_experiment(out: Path, name: str) -> None:
+    """A run whose run.json names another experiment than ``name`` is refused in one line (its config would be
+    read as this one's); a run that names none (made before run.json did) passes."""
+    recorded = read_run_json(Path(out) / RUN_JSON).get("experiment")
+    if recorded is not None and recorded != name:
+        raise ConfigError(f"{safe_path(out)} holds a run of {safe_path(str(recorded))}, not of {name}; choose another "
+                          f"--out (or replace that run with --overwrite)")
+
+
+def record_experiment(out: Path, name: str) -> None:
+    """run.json's ``experiment`` = ``name`` (`check_experiment` first), written where it is not yet."""
+    check_experiment(out, name)
+    path = Path(out) / RUN_JSON
+    info = read_run_json(path)
+    if info.get("experiment") != name:
+        Manifest(out).write_json(path, {**info, "experiment": name})
+
+
 def write_run_info(out: Path, info: dict) -> None:
-    """run.json = ``info``, keeping the provenance segments earlier parts of the run appended."""
-    from jaxinit.rundir import Manifest, _read_run_json
-    path = Path(out) / "run.json"
-    old = _read_run_json(path)
-    keep = {"provenance": old["provenance"]} if "provenance" in old else {}
-    Manifest(out).write_json(path, {**info, **keep})
+    """run.json = ``info``, keeping the experiment's name and the provenance segments earlier parts of the run
+    recorded (`KEPT`)."""
+    path = Path(out) / RUN_JSON
+    old = read_run_json(path)
+    Manifest(out).write_json(path, {**info, **{k: old[k] for k in KEPT if k in old}})
 
 
 def record_written(out: Path, paths: Iterable[Path]) -> list[Path]:
     """Record files another module wrote into the run (with their digests); returns the paths."""
-    from jaxinit.rundir import Manifest
     m, paths = Manifest(out), list(paths)
     for p in paths:
         m.record(p, "file", digest=True)
