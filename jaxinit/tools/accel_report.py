@@ -37,7 +37,9 @@ def line(rec: dict) -> str | None:
             f"{p} {_f(m[p], '.1f', 1e-12)} ({_f(nom.get(p), '.0f', 1e-12)})" for p in m)
     if kind == "compiled":
         mem = (rec.get("memory") or {}).get("total_bytes")
-        return (f"[{name}] compiled in {rec['compile_s']:.1f} s (lower {rec['lower_s']:.1f}, init {rec['init_s']:.1f}); "
+        cached = " from jax's cache" if rec.get("cache_hit") else ""
+        return (f"[{name}] compiled in {rec['compile_s']:.1f} s{cached} (lower {rec['lower_s']:.1f}, init "
+                f"{rec['init_s']:.1f}); "
                 f"program {_f(mem, '.2f', 1 / GIB)} GiB; weight-grad convs batch/feature-grouped "
                 f"{_grads(rec.get('lowered'))}; conv dtypes {rec['lowered']['conv_dtypes']}; calls "
                 f"{_calls(rec.get('calls'))}; {rec['member_step_flop'] / 1e9:.4g} GFLOP a member step")
@@ -96,7 +98,8 @@ def table(records: list[dict]) -> str:
         c, t, end = v.get("compiled") or {}, v.get("timed") or {}, v.get("end") or {}
         achieved, nominal, measured = rates(v, matmul, precision_of(name))
         rows.append(" | ".join([
-            f"| {name}", end.get("status", "?"), _f(c.get("compile_s")), _f(c.get("init_s")),
+            f"| {name}", end.get("status", "?"), _f(c.get("compile_s")) + (" (cache)" if c.get("cache_hit") else ""),
+            _f(c.get("init_s")),
             f"{_f(t.get('step_s'), '.2f', MS)} / {_f(t.get('step_s_min'), '.2f', MS)}", _f(t.get("member_steps_per_s")),
             _f(achieved, ".3g", 1e-12), _f(nominal, ".1f", 100), _f(measured, ".1f", 100),
             _f((c.get("memory") or {}).get("total_bytes"), ".2f", 1 / GIB),

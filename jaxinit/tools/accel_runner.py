@@ -85,8 +85,8 @@ class Check:
         self.records: list[dict] = []
         self.backend: str | None = None
         self.scratch = Path(tempfile.mkdtemp(prefix="jaxinit_accel_"))
-        self.jsonl = open(self.out / "accel.jsonl", "a")
-        self.log = open(self.out / "accel.log", "a")
+        self.jsonl = open(self.out / "accel.jsonl", "w")
+        self.log = open(self.out / "accel.log", "w")
 
     def left(self) -> float:
         return self.deadline_s - (time.monotonic() - self.t0)

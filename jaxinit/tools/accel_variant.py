@@ -141,20 +141,24 @@ class Setup:
 
 def compile_step(setup: Setup, v: Variant, plan: Plan):
     """(executable, the ``compiled`` record): the step lowered and compiled ahead of time, read."""
+    import jax
     from jaxinit.tools import flops, hlo
     from jaxinit.tools.machine import nominal_peak_flops
-    import jax
+    from jaxinit.train.timing import Compiles
     chunk = setup.chunks[0]
     t = time.perf_counter()
     lowered = chunk.fns.step.lower(setup.states[0], chunk.args, setup.orders[0], setup.data(0))
     lower_s = time.perf_counter() - t
+    heard = Compiles()
     t = time.perf_counter()
     compiled = lowered.compile()
     compile_s = time.perf_counter() - t
+    heard.stop()
     member = flops.member_step_flops(setup.model, setup.setting, setup.shape, plan.batch_size, True, v.precision,
                                      plan.n_train)["flops"]
     kind = jax.devices()[0].device_kind
     return compiled, {"record": "compiled", "lower_s": lower_s, "compile_s": compile_s, "init_s": setup.init_s,
+                      "cache_hit": heard.cache_hits > 0,
                       "members": len(setup.members), "chunks": len(setup.chunks), "memory": program_memory(compiled),
                       "lowered": hlo.conv_report(lowered.as_text()), "calls": hlo.library_calls(compiled.as_text()),
                       "member_step_flop": member, "nominal_peak_flops": nominal_peak_flops(kind, v.precision)}

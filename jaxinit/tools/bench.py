@@ -127,7 +127,9 @@ def chunk_shapes(sweep) -> list[int]:
 
 
 def step_flops(sweep, states) -> float | None:
-    """FLOPs of one step of every member, from XLA's cost analysis of each distinct compiled step."""
+    """FLOPs of one step of every member, counted from each distinct step's traced program
+    (`jaxinit.tools.flops`: the same count on every backend; nothing is compiled)."""
+    from jaxinit.tools.flops import function_flops
     total, seen = 0.0, {}
     for label, chunks in sweep.groups.items():
         for chunk, state in zip(chunks, states[label]):
@@ -135,19 +137,11 @@ def step_flops(sweep, states) -> float | None:
             if shape not in seen:
                 perm = chunk.fns.order(chunk.args.seed, jnp.int32(0), int(sweep.ds.x_train.shape[0]))
                 data = StepData(sweep.ds.x_train, sweep.ds.y_train, jnp.int32(0))
-                compiled = chunk.fns.step.lower(state, chunk.args, perm, data).compile()
-                seen[shape] = _flops(compiled.cost_analysis())
+                seen[shape] = function_flops(chunk.fns.step, state, chunk.args, perm, data)["flops"] or None
             if seen[shape] is None:
                 return None
             total += seen[shape]
     return total
-
-
-def _flops(analysis: Any) -> float | None:
-    if isinstance(analysis, (list, tuple)):
-        analysis = analysis[0] if analysis else None
-    value = (analysis or {}).get("flops")
-    return float(value) if value is not None and value > 0 else None
 
 
 # --------------------------------------------------------------------------- one (model, K) group
