@@ -38,11 +38,12 @@ def line(rec: dict) -> str | None:
     if kind == "compiled":
         mem = (rec.get("memory") or {}).get("total_bytes")
         cached = " from jax's cache" if rec.get("cache_hit") else ""
+        flop = rec.get("member_step_flop")
         return (f"[{name}] compiled in {rec['compile_s']:.1f} s{cached} (lower {rec['lower_s']:.1f}, init "
-                f"{rec['init_s']:.1f}); "
-                f"program {_f(mem, '.2f', 1 / GIB)} GiB; weight-grad convs batch/feature-grouped "
-                f"{_grads(rec.get('lowered'))}; conv dtypes {rec['lowered']['conv_dtypes']}; calls "
-                f"{_calls(rec.get('calls'))}; {rec['member_step_flop'] / 1e9:.4g} GFLOP a member step")
+                f"{rec['init_s']:.1f}); program {_f(mem, '.2f', 1 / GIB)} GiB; weight-grad convs batch/feature-"
+                f"grouped {_grads(rec.get('lowered'))}; conv dtypes {(rec.get('lowered') or {}).get('conv_dtypes')}; "
+                f"calls {_calls(rec.get('calls'))}; {_f(flop, '.4g', 1e-9)} GFLOP a member step"
+                + "".join(f"; {k} failed: {e}" for k, e in (rec.get("errors") or {}).items()))
     if kind == "timed":
         return (f"[{name}] {rec['steps']} steps: median {rec['step_s'] * MS:.2f} ms, min {rec['step_s_min'] * MS:.2f} ms, "
                 f"{rec['member_steps_per_s']:.1f} member-steps/s; device peak "
@@ -73,7 +74,7 @@ def by_variant(records: list[dict]) -> dict[str, dict]:
 def rates(v: dict, matmul: dict | None, precision: str) -> tuple[float | None, float | None, float | None]:
     """(achieved FLOP/s, fraction of the nominal peak, fraction of the measured matmul rate) of a variant."""
     c, t = v.get("compiled"), v.get("timed")
-    if not c or not t:
+    if not c or not t or not c.get("member_step_flop"):
         return None, None, None
     achieved = c["member_step_flop"] * c["members"] / t["step_s"]
     nominal = c.get("nominal_peak_flops")

@@ -7,7 +7,8 @@ process group, reads its ``@accel`` lines as they come and appends each at once 
 (written and flushed line by line, with the variant's name), and at the variant's limit kills the whole
 group and goes on with the next. The child's stderr and other output go to ``accel.log``. On a GPU,
 XLA's autotuning results are dumped by every variant and merged into ``xla_autotune.textproto``, which
-each later variant loads (as can a later run: ``--xla_gpu_load_autotune_results_from=FILE`` in XLA_FLAGS).
+each later variant loads (as can a later run: ``--xla_gpu_load_autotune_results_from=FILE`` in XLA_FLAGS);
+an XLA that does not know these flags fails the preflight, which then runs again without them.
 At the end: ``table.md`` and the table printed (`accel_report`).
 """
 from __future__ import annotations
@@ -83,7 +84,8 @@ class Check:
         self.plan, self.out, self.deadline_s, self.t0 = plan, Path(out), deadline_s, t0
         self.python, self.only, self.say = python, only, say
         self.records: list[dict] = []
-        self.backend: str | None = None
+        self.autotune = True          # XLA's autotune dump / load flags (harmless where nothing is autotuned)
+        self.log_start = 0
         self.scratch = Path(tempfile.mkdtemp(prefix="jaxinit_accel_"))
         self.jsonl = open(self.out / "accel.jsonl", "w")
         self.log = open(self.out / "accel.log", "w")
@@ -102,7 +104,7 @@ class Check:
 
     def env(self) -> dict:
         env = dict(os.environ, PYTHONUNBUFFERED="1")
-        if self.backend == "gpu":
+        if self.autotune:
             flags = [env.get("XLA_FLAGS", ""), f"--xla_gpu_dump_autotune_results_to={self.scratch / 'dump.textproto'}"]
             if (self.out / AUTOTUNE).exists():
                 flags.append(f"--xla_gpu_load_autotune_results_from={self.out / AUTOTUNE}")
@@ -119,6 +121,7 @@ class Check:
         module = MODULES.get(v.kind, "jaxinit.tools.accel_variant")
         self.log.write(f"===== {v.name} (limit {limit:.0f} s)\n")
         self.log.flush()
+        self.log_start = self.log.tell()
         t = time.monotonic()
         child = Child([self.python, "-m", module, spec], self.env(), self.log, lambda r: self.record(v.name, r))
         status, rc = child.wait(limit)
@@ -130,11 +133,22 @@ class Check:
         self.merge_autotune()
         return status
 
+    def autotune_failed(self) -> bool:
+        """Whether the variant that just crashed names XLA's autotune flags or files; if so, no later variant
+        gets them (an XLA that does not know the flags, a results file it cannot read)."""
+        text = self.last_error()
+        if self.autotune and ("Unknown flag" in text or "autotun" in text.lower()):
+            self.autotune = False
+            return True
+        return False
+
     def last_error(self) -> str:
+        """The last line the current variant wrote to the log ("" if none)."""
         self.log.flush()
-        lines = [ln.strip() for ln in Path(self.log.name).read_text(errors="replace").splitlines() if ln.strip()]
-        tail = [ln for ln in lines[-40:] if not ln.startswith("=====")]
-        return tail[-1][:300] if tail else ""
+        with open(self.log.name, errors="replace") as f:
+            f.seek(self.log_start)
+            lines = [ln.strip() for ln in f.read().splitlines() if ln.strip()]
+        return lines[-1][:300] if lines else ""
 
     def merge_autotune(self) -> None:
         dump = self.scratch / "dump.textproto"
@@ -150,13 +164,12 @@ class Check:
     def run(self) -> list[dict]:
         try:
             for v in self.selected(first_variants(self.plan)):
-                self.run_variant(v)
-                if v.kind == "preflight":
-                    self.backend = next((r.get("backend") for r in self.records if r.get("record") == "preflight"),
-                                        None)
+                if self.run_variant(v) == "crashed" and self.autotune_failed() and v.kind == "preflight":
+                    self.run_variant(v)
             best = winner(first_variants(self.plan), self.step_times())
             for v in self.selected(later_variants(self.plan, best)):
-                self.run_variant(v)
+                if self.run_variant(v) == "crashed":
+                    self.autotune_failed()
         finally:
             self.jsonl.close()
             self.log.close()

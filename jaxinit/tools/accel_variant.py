@@ -154,14 +154,26 @@ def compile_step(setup: Setup, v: Variant, plan: Plan):
     compiled = lowered.compile()
     compile_s = time.perf_counter() - t
     heard.stop()
-    member = flops.member_step_flops(setup.model, setup.setting, setup.shape, plan.batch_size, True, v.precision,
-                                     plan.n_train)["flops"]
+    errors = {}
+    member = guarded(errors, "flops", lambda: flops.member_step_flops(
+        setup.model, setup.setting, setup.shape, plan.batch_size, True, v.precision, plan.n_train)["flops"])
     kind = jax.devices()[0].device_kind
     return compiled, {"record": "compiled", "lower_s": lower_s, "compile_s": compile_s, "init_s": setup.init_s,
                       "cache_hit": heard.cache_hits > 0,
                       "members": len(setup.members), "chunks": len(setup.chunks), "memory": program_memory(compiled),
-                      "lowered": hlo.conv_report(lowered.as_text()), "calls": hlo.library_calls(compiled.as_text()),
-                      "member_step_flop": member, "nominal_peak_flops": nominal_peak_flops(kind, v.precision)}
+                      "lowered": guarded(errors, "lowered", lambda: hlo.conv_report(lowered.as_text())),
+                      "calls": guarded(errors, "calls", lambda: hlo.library_calls(compiled.as_text())),
+                      "member_step_flop": member, "nominal_peak_flops": nominal_peak_flops(kind, v.precision),
+                      "errors": errors}
+
+
+def guarded(errors: dict, what: str, fn):
+    """``fn()``, or None with its error kept in ``errors``: a reading that fails costs itself, not the timing."""
+    try:
+        return fn()
+    except Exception as err:                     # noqa: BLE001 -- any failure of a reading, recorded
+        errors[what] = f"{type(err).__name__}: {str(err).splitlines()[0][:200] if str(err) else ''}"
+        return None
 
 
 def time_steps(setup: Setup, compiled, plan: Plan, deadline_at: float) -> dict:
