@@ -151,6 +151,30 @@ def test_a_deadline_too_short_runs_nothing_and_still_writes_the_table(tmp_path):
     assert "projection: none" in done.stdout
 
 
+FAKE_PYTHON = """#!{python}
+import json, os, sys
+if "autotune" in os.environ.get("XLA_FLAGS", ""):
+    print("F external/xla/debug_options_flags.cc] Unknown flags in XLA_FLAGS: --xla_gpu_dump_autotune", file=sys.stderr)
+    sys.exit(1)
+print("@accel " + json.dumps({{"record": "started", "pid": os.getpid()}}), flush=True)
+"""
+
+
+def test_an_xla_without_the_autotune_flags_reruns_the_preflight_without_them(tmp_path):
+    from jaxinit.tools.accel_runner import Check
+    fake = tmp_path / "python"
+    fake.write_text(FAKE_PYTHON.format(python=sys.executable))
+    fake.chmod(0o755)
+    out = tmp_path / "out"
+    out.mkdir()
+    check = Check(accel_plan.TINY, out, 60.0, t0=__import__("time").monotonic(), python=str(fake),
+                  only=("preflight",), say=lambda *a, **k: None)
+    records = check.run()
+    ends = [r for r in records if r["record"] == "end"]
+    assert [e["status"] for e in ends] == ["crashed", "ok"] and "Unknown flags" in ends[0]["error"]
+    assert check.autotune is False and "XLA_FLAGS" not in {k for k, v in check.env().items() if "autotune" in v}
+
+
 def test_merge_autotune_keeps_one_version_and_every_result_once():
     a = 'version: 3\nresults {\n  device: "sm_90"\n  hlo: "{x} \\"q{\\" "\n  result { gemm { algorithm: 1 } }\n}\n'
     b = ('version: 3\nresults {\n  device: "sm_90"\n  hlo: "{x} \\"q{\\" "\n  result { gemm { algorithm: 1 } }\n}\n'
