@@ -45,15 +45,15 @@ def line(rec: dict) -> str | None:
                 f"calls {_calls(rec.get('calls'))}; {_f(flop, '.4g', 1e-9)} GFLOP a member step"
                 + "".join(f"; {k} failed: {e}" for k, e in (rec.get("errors") or {}).items()))
     if kind == "timed":
-        return (f"[{name}] {rec['steps']} steps: median {rec['step_s'] * MS:.2f} ms, min {rec['step_s_min'] * MS:.2f} ms, "
-                f"{rec['member_steps_per_s']:.1f} member-steps/s; device peak "
+        return (f"[{name}] {rec['steps']} steps: median {rec['step_s'] * MS:.2f} ms, min "
+                f"{rec['step_s_min'] * MS:.2f} ms, {rec['member_steps_per_s']:.1f} member-steps/s; device peak "
                 f"{_f((rec.get('device_memory') or {}).get('peak_bytes_in_use'), '.2f', 1 / GIB)} GiB")
     if kind == "eval":
         return (f"[{name}] eval: {rec['examples']} examples x every member in {rec['pass_s']:.2f} s "
                 f"({rec['s_per_example'] * 1e6:.1f} us an example; first call {rec['first_call_s']:.1f} s)")
     if kind == "torch":
-        return (f"[{name}] batch {rec['batch']}: median {rec['step_s'] * MS:.2f} ms, min {rec['step_s_min'] * MS:.2f} ms "
-                f"({rec['steps']} steps; warm-up {rec['warmup_s']:.1f} s)")
+        return (f"[{name}] batch {rec['batch']}: median {rec['step_s'] * MS:.2f} ms, min "
+                f"{rec['step_s_min'] * MS:.2f} ms ({rec['steps']} steps; warm-up {rec['warmup_s']:.1f} s)")
     if kind in ("skipped", "torch_version"):
         return f"[{name}] " + ", ".join(f"{k} {v}" for k, v in rec.items() if k not in ("variant", "record", "t_s"))
     if kind == "end":

@@ -7,9 +7,9 @@ single-member functions.
 A `Compiler` belongs to one sweep (`jaxinit.train.engine.Sweep`) and caches the jitted functions on
 *structure* only: the model's structure, the input shape, the optimizer's structure
 (`jaxinit.optim.structure`), the epoch length and count, the batch size, augmentation, the batch order,
-whether members are batched (and in which form) and the precision. Every swept value (seed, init scale, learning rate, L2,
-weight decay) is traced data (`step.MemberArgs`), so settings that differ only in those share one
-program: a sweep over four learning rates compiles the step once. ``traces`` counts how often each
+whether members are batched (and in which form) and the precision. Every swept value (seed, init scale,
+learning rate, L2, weight decay) is traced data (`step.MemberArgs`), so settings that differ only in
+those share one program: a sweep over four learning rates compiles the step once. ``traces`` counts how often each
 function was traced (incremented in its Python body, which runs only when jax traces it); the tests
 read it as a compile counter. Nothing is cached at module level: a new sweep compiles anew (jax's own
 compilation cache still serves an unchanged program from disk or memory).
