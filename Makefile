@@ -33,7 +33,7 @@ test-slow: venv
 # Accelerator machines run these with their own Python (ACCEL_PY), whose jax carries the CUDA/TPU plugin: the
 # .venv above installs jax from the package index, CPU-only, and accelerator machines often have no index to
 # reach. Output under $(RUNS) -- not $(OUT), a name machines and CI export (make would take it silently):
-# `make accel-check RUNS=DIR` writes DIR/accel_check/accel.json.
+# `make accel-check RUNS=DIR` writes DIR/accel_check/accel.jsonl.
 RUNS ?= runs
 ACCEL_PY ?= python3
 
@@ -42,13 +42,14 @@ ACCEL_PY ?= python3
 bench-accel:
 	$(ACCEL_PY) -m experiments.benchmark --preset accel --out $(RUNS)/bench_accel
 
-# A device session's one call (< 6 minutes, deadline 300 s; README "Accelerator check"): the staged check --
-# preflight, one setting's 24 ResNet-9 members (compile, step, memory, precisions), strategies, adam / muon,
-# evaluation, a checkpoint save, the benchmark's cases while time remains, and the paper table's projected
-# hours -- into $(RUNS)/accel_check/accel.json alone. Needs jax, flax, optax, orbax-checkpoint and numpy only
-# (no tyro, matplotlib, tqdm or scipy); on a CPU-only jax it stops with one line (`--tiny` runs there).
+# A device session's one call (<= 5 minutes: --deadline 290 s; docs/accelerators.md "Device check"): every
+# variant of the member-parallel ResNet-9 step in a process of its own, one at a time, each killed at its limit
+# (the parent never imports jax), PyTorch's reference where torch imports, then the table -- into
+# $(RUNS)/accel_check/ (accel.jsonl, accel.log, table.md, xla_autotune.textproto: 4 files). Needs jax, flax,
+# optax and numpy there (no tyro, matplotlib, tqdm or scipy); without an accelerator it stops with one line
+# (`--tiny` runs on a CPU).
 accel-check:
-	$(ACCEL_PY) -m experiments.accel_check --out $(RUNS)/accel_check
+	PYTHONUNBUFFERED=1 $(ACCEL_PY) -m experiments.accel_check --out $(RUNS)/accel_check --deadline 290
 
 # The pure-Python wheels a device machine lacks for the experiments' command line (tyro and its dependencies, for
 # its Python 3.12), into the ignored .whl/ that travels with the working tree; there:

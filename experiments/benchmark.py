@@ -8,34 +8,28 @@ on-device dataset of the model's input shape. Variants of one (model, K) are tim
 runs every variant once, in a rotated order), so their ratios share the machine's load; step times are
 medians over `bench.repeats`.
 
-    python -m experiments.benchmark --quick      # tiny widths: 4 min on the 2-core CPU below (compiles dominate)
+    python -m experiments.benchmark --quick      # tiny widths: the pipeline in minutes (compiles dominate)
     python -m experiments.benchmark              # preset `cpu` on a CPU, `accel` on a GPU/TPU
     make bench-accel RUNS=runs                   # accel: ResNet-9 full width, K = 1..16; budgeted for < 5 min;
                                                  # the machine's python3 (ACCEL_PY), refuses a CPU-only jax
-                                                 # (also the benchmark stage of `make accel-check`)
-
-Runtime of `cpu` on the project's 2-core AMD EPYC VM, quiet (jax 0.10.2): 4 min 19 s wall, 3 repeats (compiles
-are a large part of it). `accel` has not run on an accelerator yet.
 
 Writes DIR/benchmark.jsonl (one JSON line per case, also printed), DIR/table.md and DIR/run.json
 (machine, total time, skipped cases). Fields of a `train_step` line: `platform`, `device_kind`, `model`,
 `conv_impl` (null for the MLP), `members` (K), `strategy`, `chunk` (members per compiled call),
 `batch_size`, `width_mult`, `compile_s` (trace + lower + XLA compile of the executables the variant
-needs, from jax.monitoring, counted when first built), `step_s` (median seconds of one step of all K
-members), `members_per_s` = K / step_s, `ratio_default_vs_sequential` (step time of
+needs, from jax.monitoring, counted when first built; with jax's persistent cache on, a program compiled
+by an earlier run is a load: `JAXINIT_COMPILE_CACHE=off` to measure compiles), `step_s` (median seconds
+of one step of all K members), `members_per_s` = K / step_s, `ratio_default_vs_sequential` (step time of
 `members.default_strategy` with the default `lax` conv / step time of K sequential single-member
 steps, same K), `ratio_vs_sequential` (this line's step time / the same denominator),
-`throughput_vs_one` (members_per_s / that of K = 1, same conv), `flops_per_step` (XLA
-`cost_analysis` of the compiled steps), `achieved_flops`, `peak_flops` (nominal: datasheet TF32 for GPUs,
-estimated from clock and vector-unit flags for CPUs, see `jaxinit.tools.machine.cpu_nominal_peak_flops`;
-null when unknown), `flops_utilization`. A `phase_diagram` line times the vmapped theory phase diagram against the
-per-point numpy/scipy baseline.
+`throughput_vs_one` (members_per_s / that of K = 1, same conv), `flops_per_step` (counted from the
+traced steps, `jaxinit.tools.flops`: the same on every backend), `achieved_flops`, `peak_flops`
+(nominal: datasheet TF32 for GPUs, estimated from clock and vector-unit flags for CPUs, see
+`jaxinit.tools.machine.cpu_nominal_peak_flops`; null when unknown), `flops_utilization`. A
+`phase_diagram` line times the vmapped theory phase diagram against the per-point numpy/scipy baseline.
 
-Headline (`cpu`, the same VM, medians of 3 interleaved repeats; step time of 8 members / 8 sequential
-single-member steps): MLP 784-512x4 b128: vmap 1.25, chunked(4) 0.91; ResNet-20 x0.25 b32: vmap 3.66, vmap+im2col
-1.39; ResNet-9 x0.125 b32: vmap 4.70, vmap+im2col 1.62; sequential lax conv is the fastest conv strategy at every K.
-Tanh phase diagram 200 x 200, depth 100: 1.88 s (compile included) against ~1,535 s point by point (818x).
-Full table and machine: README ("Benchmark").
+Runtimes, the measured tables and the CPU defaults they chose: docs/accelerators.md ("Member strategies
+on a CPU").
 """
 from __future__ import annotations
 

@@ -56,7 +56,14 @@ def under(name: str, fn: Callable) -> Callable:
     def wrapped(*args, **kwargs):
         with jax.default_matmul_precision(precision):
             return fn(*args, **kwargs)
+    wrapped.__name__ = _name(fn)       # what jax calls the program (run.json's compile list)
     return wrapped
+
+
+def _name(fn: Callable) -> str:
+    while isinstance(fn, functools.partial):
+        fn = fn.func
+    return getattr(fn, "__name__", "program")
 
 
 def _to(dtype, tree: Any) -> Any:

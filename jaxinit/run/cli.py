@@ -362,6 +362,8 @@ def run(exp: Experiment, argv: list[str] | None = None) -> int:
     """Parse ``argv`` (default: the process's), claim the run directory, run ``exp.main(cfg, out_dir,
     resume)``; return the exit status (0, 2 for a user error in one line, a signal's status)."""
     argv = sys.argv[1:] if argv is None else list(argv)
+    from jaxinit import compile_cache
+    compile_cache.enable()        # before anything compiles: jax's persistent cache (JAXINIT_COMPILE_CACHE)
     try:
         with interrupt.handled():
             return _run(exp, argv)

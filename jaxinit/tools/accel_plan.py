@@ -1,83 +1,97 @@
-"""What the staged accelerator check (`jaxinit.tools.accel`) runs and at what sizes: its stages in order,
-the `Plan` of a check (`FULL`: the paper's shape; `TINY`: seconds on a CPU) and the training precisions
-it times (`Mode`, `precision_modes`). Every name here is importable from `jaxinit.tools.accel` too.
+"""The device check's plan: its sizes, its variants in order of promise, and each variant's time limit.
+
+Imports neither jax nor torch: the check's parent process (`jaxinit.tools.accel_runner`) reads it and runs
+each variant in a process of its own (`jaxinit.tools.accel_variant`, `jaxinit.tools.accel_torch`).
+
+Order: a preflight (versions, devices, a bf16 matrix product's rate), then the batched step
+(`step.batched_train_step`) with lax convolutions in bf16, the same with im2col convolutions, the
+sequential loop of the single-member step, PyTorch's ResNet-9 (one member, and a batch as large as all
+members), tf32 and float32 of the fastest bf16 variant (the *winner*), and last, if time is left, the vmap
+of the single-member step (the gradient inside the vmap) for comparison.
 """
 from __future__ import annotations
 
-from dataclasses import dataclass, fields
 from typing import NamedTuple
 
-STAGES = ("preflight", "train", "strategy", "optimizers", "eval", "checkpoint", "benchmark", "projection")
-SIGMA_GRID = (0.1, 0.25, 0.5, 0.75, 1.0, 1.5, 2.0, 2.5)    # forgetting.config.SIGMA_GRID (the paper's)
+
+class Plan(NamedTuple):
+    """The sizes of one check. ``deadline_s``: the whole check; ``reserve_s``: kept for the table at the end;
+    ``min_start_s``: no variant starts with less than this left."""
+    name: str
+    members: int
+    batch_size: int
+    width_mult: float
+    image_size: int
+    n_train: int              # synthetic training examples on the device (batches are drawn from them)
+    warmup: int               # untimed steps after the compile
+    steps: int                # timed steps (each timed alone); fewer only where a variant's time runs out
+    eval_examples: int        # one evaluation pass of every member, for the projection (first variant)
+    matmul_n: int             # the preflight's bf16 matrix product: n x n x n
+    deadline_s: float
+    reserve_s: float
+    min_start_s: float
+    inject: tuple[str, ...]   # test variants: "hang" (killed at its limit), "crash" (aborts)
 
 
-@dataclass(frozen=True)
-class Plan:
-    """Sizes of one check. `FULL`: the paper's ResNet-9 at full width, CIFAR-10 shape, b = 128, one
-    setting's 24 members; `TINY`: the same path with a CIFAR ResNet-8 at 1/4 width (4-8-16 channels, BatchNorm,
-    shortcuts) and 4 members, so that every stage runs in seconds on a CPU (ResNet-9's compiles alone take
-    ~2 min there: XLA's compile time grows with the layers, not the width)."""
-    name: str = "full"
-    model: str = "resnet9"
-    width_mult: float = 1.0
-    image_size: int = 32
-    batch_size: int = 128
-    sigma_w: tuple[float, ...] = SIGMA_GRID
-    seeds: int = 3
-    n_train: int = 45_000                    # synthetic training split on the device (the paper's 45k)
-    steps: int = 20                          # timed steps of each measurement
-    block_steps: int = 5                     # steps between blocks and deadline checks
-    chunk: int = 8                           # members per call of the chunked strategy
-    eval_batch: int = 1000                   # the paper's train.eval_batch_size
-    eval_examples: int = 5000                # examples of the timed evaluation pass (the stand-in's val split)
-    n_val: int = 5000
-    cifar_per_batch: int = 10_000            # stand-in: images per CIFAR-10 batch file (5 train + 1 test)
-    mnist_sizes: tuple[int, int] = (60_000, 10_000)
-    compile_workers: int = 4                 # threads compiling the stages' variants at once before any timing
-    precisions: bool = True                  # the other precisions after the main one (tf32, ...)
-    optional: bool = True                    # bf16 / highest precision and chunked, while time remains
-    optional_reserve_s: float = 100.0        # ... only with this much of the deadline left
-    measure_s: float = 40.0                  # a compile-and-time measurement starts only with this much left
-    start_s: tuple[tuple[str, float], ...] = (("train", 60.0), ("strategy", 45.0), ("optimizers", 45.0),
-                                              ("eval", 30.0), ("checkpoint", 15.0), ("benchmark", 40.0))
-    deadline_s: float = 300.0
-
-    def needs(self, stage: str) -> float:
-        return dict(self.start_s).get(stage, 0.0)
-
-    @property
-    def members(self) -> int:
-        return len(self.sigma_w) * self.seeds
-
-    @property
-    def steps_per_epoch(self) -> int:
-        return self.n_train // self.batch_size
+class Variant(NamedTuple):
+    """One subprocess of the check. ``kind``: preflight | jax | torch | hang | crash."""
+    name: str
+    kind: str
+    timeout_s: float
+    strategy: str = "vmap"        # vmap (batched step) | sequential (loop of the single-member step)
+    form: str = "sum_grad"        # the batched step's form (`compiled.BATCHED_FORMS`)
+    conv_impl: str = "lax"
+    precision: str = "bf16"
+    evaluate: bool = False        # also time one evaluation pass (for the projection)
 
 
-FULL = Plan()
-TINY = Plan(name="tiny", model="resnet8", width_mult=0.25, batch_size=4, sigma_w=(0.5, 2.0), seeds=2, n_train=16,
-            steps=2, block_steps=1, chunk=2, eval_batch=8, eval_examples=16, n_val=8, cifar_per_batch=8,
-            mnist_sizes=(16, 8), compile_workers=1, precisions=False, optional=False, optional_reserve_s=0.0,
-            measure_s=0.0, start_s=(), deadline_s=300.0)
+FULL = Plan("full", members=24, batch_size=128, width_mult=1.0, image_size=32, n_train=4096, warmup=3, steps=20,
+            eval_examples=2000, matmul_n=8192, deadline_s=290.0, reserve_s=5.0, min_start_s=20.0, inject=())
+TINY = Plan("tiny", members=3, batch_size=8, width_mult=0.0625, image_size=32, n_train=64, warmup=2, steps=20,
+            eval_examples=32, matmul_n=256, deadline_s=600.0, reserve_s=1.0, min_start_s=2.0,
+            inject=("hang", "crash"))
+
+# Time limits of the full check (seconds, each also cut to what the deadline leaves): the first compile of
+# the batched step autotunes every convolution; later ones find much of that done.
+LIMITS = {"preflight": 45.0, "batched-lax-bf16": 120.0, "batched-im2col-bf16": 70.0, "sequential-lax-bf16": 60.0,
+          "torch": 60.0, "tf32": 60.0, "float32": 60.0, "vmapgrad-lax-bf16": 120.0, "hang": 3.0, "crash": 30.0}
+TINY_LIMITS = {"hang": 3.0}
 
 
-class Mode(NamedTuple):
-    """A training precision: its label, the matmul precision set while tracing (None: the config's or
-    jax's own), whether the config carries it (`TrainConfig.precision`) and whether it is optional."""
-    label: str
-    context: str | None
-    by_config: bool
-    optional: bool
+def limit(plan: Plan, key: str) -> float:
+    if plan.name == "tiny":
+        return TINY_LIMITS.get(key, 180.0)
+    return LIMITS[key]
 
 
-def precision_modes() -> list[Mode]:
-    """The main mode first. With a `TrainConfig.precision` field: float32, tf32 (and bf16, optional) by
-    config, its default first. Without: jax's default precision ("float32"), then tf32 under
-    `jax.default_matmul_precision("tensorfloat32")`; bf16 and the highest float32 precision optional."""
-    from jaxinit.config import TrainConfig
-    if "precision" in {f.name for f in fields(TrainConfig)}:
-        default = TrainConfig().precision
-        order = [default] + [m for m in ("float32", "tf32", "bf16") if m != default]
-        return [Mode(m, None, True, m == "bf16" and m != default) for m in order]
-    return [Mode("float32", None, False, False), Mode("tf32", "tensorfloat32", False, False),
-            Mode("bf16", "bfloat16", False, True), Mode("float32_highest", "float32", False, True)]
+def jax_variant(plan: Plan, strategy: str, conv_impl: str, precision: str, form: str = "sum_grad",
+                evaluate: bool = False, key: str | None = None) -> Variant:
+    """A timed training step of the plan's members: name ``<strategy>-<conv>-<precision>``, where the
+    strategy is ``batched``, ``sequential`` or ``vmapgrad``."""
+    label = "vmapgrad" if form == "vmap_grad" else ("batched" if strategy == "vmap" else strategy)
+    name = f"{label}-{conv_impl}-{precision}"
+    return Variant(name, "jax", limit(plan, key or name), strategy, form, conv_impl, precision, evaluate)
+
+
+def first_variants(plan: Plan) -> list[Variant]:
+    """Preflight, the three bf16 candidates (the first also evaluates), the injected test variants after the
+    first candidate (so that later ones show the check survives them), then PyTorch's reference."""
+    out = [Variant("preflight", "preflight", limit(plan, "preflight")),
+           jax_variant(plan, "vmap", "lax", "bf16", evaluate=True)]
+    out += [Variant(name, name, limit(plan, name)) for name in plan.inject]
+    out += [jax_variant(plan, "vmap", "im2col", "bf16"), jax_variant(plan, "sequential", "lax", "bf16"),
+            Variant("torch", "torch", limit(plan, "torch"))]
+    return out
+
+
+def later_variants(plan: Plan, winner: Variant) -> list[Variant]:
+    """tf32 and float32 of the winner, then the vmap of the single-member gradient (bf16, lax)."""
+    out = [jax_variant(plan, winner.strategy, winner.conv_impl, p, winner.form, key=p) for p in ("tf32", "float32")]
+    return out + [jax_variant(plan, "vmap", "lax", "bf16", form="vmap_grad")]
+
+
+def winner(variants: list[Variant], step_s: dict[str, float]) -> Variant:
+    """The bf16 jax variant with the smallest measured step (the first candidate where none was measured)."""
+    candidates = [v for v in variants if v.kind == "jax" and v.precision == "bf16" and v.form == "sum_grad"]
+    timed = [v for v in candidates if step_s.get(v.name) is not None]
+    return min(timed, key=lambda v: step_s[v.name]) if timed else candidates[0]

@@ -17,7 +17,6 @@ import time
 from typing import Any, NamedTuple
 
 import jax
-import jax.monitoring
 import jax.numpy as jnp
 
 from jaxinit import interrupt
@@ -25,7 +24,7 @@ from jaxinit.config import SweepConfig, TrainConfig
 from jaxinit.data import Dataset
 from jaxinit.forgetting import loop
 from jaxinit.forgetting.config import ForgettingConfig
-from jaxinit.train import engine
+from jaxinit.train import engine, timing
 from jaxinit.train.members import default_strategy, has_conv
 from jaxinit.train.step import StepData
 from jaxinit.tools.bench_config import (STRATEGIES, BenchmarkConfig, BenchSection, batch_size, input_shape,
@@ -37,13 +36,8 @@ SIGMA_RANGE = (0.5, 2.0)           # members: K distinct sigma_w, one seed (one 
 
 # --------------------------------------------------------------------------- the machine
 class CompileClock:
-    """Seconds JAX spends tracing, lowering and compiling inside `measure()` (jax.monitoring events).
-
-    Listens while entered (`with CompileClock() as clock:`). One listener per process is registered with
-    `jax.monitoring.register_event_duration_secs_listener` the first time a clock is entered and never
-    removed (not every jax version exports an unregister function); it forwards events to the clocks
-    entered at that moment, so a clock that has exited hears nothing.
-    """
+    """Seconds JAX spends tracing, lowering and compiling inside `measure()` (jax's compile events, heard
+    through `jaxinit.train.timing.listen` while the clock is entered: ``with CompileClock() as clock:``)."""
 
     EVENTS = ("/jax/core/compile/jaxpr_trace_duration", "/jax/core/compile/jaxpr_to_mlir_module_duration",
               "/jax/core/compile/backend_compile_duration")
@@ -53,15 +47,13 @@ class CompileClock:
         self._active = False
 
     def __enter__(self) -> "CompileClock":
-        _install_listener()
-        _CLOCKS.append(self)
+        timing.listen(self._listen)
         return self
 
     def __exit__(self, *exc) -> None:
-        if self in _CLOCKS:
-            _CLOCKS.remove(self)
+        timing.unlisten(self._listen)
 
-    def _listen(self, event: str, duration: float) -> None:
+    def _listen(self, event: str, duration: float | None, program: str | None = None) -> None:
         if self._active and event in self.EVENTS:
             self.seconds += duration
 
@@ -74,21 +66,6 @@ class CompileClock:
         finally:
             self._active = False
             box["seconds"] = self.seconds - start
-
-
-_CLOCKS: list[CompileClock] = []       # the clocks entered now (the process listener forwards to these)
-_LISTENING = []                         # [True] once the process listener is registered
-
-
-def _forward(event: str, duration: float, *args, **kwargs) -> None:
-    for clock in tuple(_CLOCKS):
-        clock._listen(event, duration)
-
-
-def _install_listener() -> None:
-    if not _LISTENING:
-        jax.monitoring.register_event_duration_secs_listener(_forward)
-        _LISTENING.append(True)
 
 
 # --------------------------------------------------------------------------- one variant
@@ -148,7 +125,9 @@ def chunk_shapes(sweep) -> list[int]:
 
 
 def step_flops(sweep, states) -> float | None:
-    """FLOPs of one step of every member, from XLA's cost analysis of each distinct compiled step."""
+    """FLOPs of one step of every member, counted from each distinct step's traced program
+    (`jaxinit.tools.flops`: the same count on every backend; nothing is compiled)."""
+    from jaxinit.tools.flops import function_flops
     total, seen = 0.0, {}
     for label, chunks in sweep.groups.items():
         for chunk, state in zip(chunks, states[label]):
@@ -156,19 +135,11 @@ def step_flops(sweep, states) -> float | None:
             if shape not in seen:
                 perm = chunk.fns.order(chunk.args.seed, jnp.int32(0), int(sweep.ds.x_train.shape[0]))
                 data = StepData(sweep.ds.x_train, sweep.ds.y_train, jnp.int32(0))
-                compiled = chunk.fns.step.lower(state, chunk.args, perm, data).compile()
-                seen[shape] = _flops(compiled.cost_analysis())
+                seen[shape] = function_flops(chunk.fns.step, state, chunk.args, perm, data)["flops"] or None
             if seen[shape] is None:
                 return None
             total += seen[shape]
     return total
-
-
-def _flops(analysis: Any) -> float | None:
-    if isinstance(analysis, (list, tuple)):
-        analysis = analysis[0] if analysis else None
-    value = (analysis or {}).get("flops")
-    return float(value) if value is not None and value > 0 else None
 
 
 # --------------------------------------------------------------------------- one (model, K) group

@@ -12,14 +12,17 @@ from pathlib import Path
 
 import jax
 
-# Nominal dense peaks in FLOP/s by device_kind prefix. float32 matmuls and convs run as TF32 on these
-# GPUs under JAX's default precision, so the TF32 tensor-core figure is the ceiling that applies.
-NOMINAL_PEAK_FLOPS = {
-    "NVIDIA H200": 494.7e12,          # same SXM compute as the H100 (datasheet)
-    "NVIDIA H100 80GB HBM3": 494.7e12,  # SXM
-    "NVIDIA H100 PCIe": 378.0e12,
-    "NVIDIA A100": 156.0e12,
+# Nominal dense peaks in FLOP/s by device_kind prefix and training precision (`jaxinit.precision`), from the
+# vendors' datasheets: bf16 on the bf16 tensor cores, tf32 on the TF32 tensor cores, float32 (matmul
+# precision "highest") on the non-tensor float32 units.
+NOMINAL_PEAKS = {
+    "NVIDIA H200": {"bf16": 989.4e12, "tf32": 494.7e12, "float32": 66.9e12},     # SXM: the H100 SXM's compute
+    "NVIDIA H100 80GB HBM3": {"bf16": 989.4e12, "tf32": 494.7e12, "float32": 66.9e12},
+    "NVIDIA H100 PCIe": {"bf16": 756.0e12, "tf32": 378.0e12, "float32": 51.2e12},
+    "NVIDIA A100": {"bf16": 312.0e12, "tf32": 156.0e12, "float32": 19.5e12},
 }
+# float32 matmuls and convs run as TF32 on these GPUs under JAX's default precision: the benchmark's ceiling.
+NOMINAL_PEAK_FLOPS = {kind: peaks["tf32"] for kind, peaks in NOMINAL_PEAKS.items()}
 
 
 def machine_info() -> dict:
@@ -69,11 +72,11 @@ def cpu_nominal_peak_flops(cpuinfo: str, n_cpus: int) -> tuple[float | None, str
     return peak, f"estimated: {n_cpus} CPUs x {mhz:.0f} MHz x {per_cycle} FP32 FLOP/cycle (vector-unit flags)"
 
 
-def nominal_peak_flops(device_kind: str) -> float | None:
-    """Nominal dense peak (see NOMINAL_PEAK_FLOPS); None where the datasheet number is not known here."""
-    for prefix, peak in NOMINAL_PEAK_FLOPS.items():
+def nominal_peak_flops(device_kind: str, precision: str = "tf32") -> float | None:
+    """Nominal dense peak of ``precision`` (see NOMINAL_PEAKS); None where the datasheet number is not known here."""
+    for prefix, peaks in NOMINAL_PEAKS.items():
         if device_kind.startswith(prefix):
-            return peak
+            return peaks.get(precision)
     return None
 
 
@@ -91,5 +94,3 @@ def _cpu_count() -> int:
     import os
     return len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (os.cpu_count() or 1)
 
-
-# --------------------------------------------------------------------------- compile clock

@@ -5,10 +5,10 @@ The table is the forgetting study's `paper` preset: every optimizer setting (7) 
 images, each epoch (and the initialization) evaluated on train + val + test (45k + 5k + 10k images, or
 `train.eval_train_subset` + 15k where the config has that field), a checkpoint every 5 epochs.
 
-FLOPs (XLA's cost analysis of the compiled programs, full-width ResNet-9 with 6,573,120 parameters, 32 x 32
-x 3 inputs): one member's training step 253.8 GFLOP under sgd-like and adam-like settings, 321.0 GFLOP
-under muon (Newton-Schulz), the forward pass 0.659 GFLOP per image; the whole table ~4.44e18 FLOP, of
-which 3.11e18 training and 1.34e18 evaluation.
+FLOPs (full-width ResNet-9 with 6,573,120 parameters, 32 x 32 x 3 inputs, b = 128): one member's training
+step 253.8 GFLOP under sgd-like and adam-like settings, 321.0 GFLOP under muon (Newton-Schulz), the forward
+pass 0.659 GFLOP per image: XLA's count of the CPU programs, which the backend-independent count of the
+traced step (`jaxinit.tools.flops.member_step_flops`) reproduces within 1 % (a test holds both to it).
 
 Hours (`project`): the settings' step times (sgd, momentum, nesterov and sgd_l2 at sgd's measured rate;
 adam and adamw at adam's; muon at its own) x steps, plus evaluations x examples x the measured seconds

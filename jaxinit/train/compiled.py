@@ -1,11 +1,15 @@
-"""The compiled functions of a sweep, owned by it: the one place where the single-member code is vmapped.
+"""The compiled functions of a sweep, owned by it: where the single-member code becomes batched programs.
+
+Batched members train with `step.batched_train_step` (the single-member step's pieces, the gradient taken
+of the summed member losses outside the vmap); init, evaluation and norms are vmaps of their
+single-member functions.
 
 A `Compiler` belongs to one sweep (`jaxinit.train.engine.Sweep`) and caches the jitted functions on
 *structure* only: the model's structure, the input shape, the optimizer's structure
 (`jaxinit.optim.structure`), the epoch length and count, the batch size, augmentation, the batch order,
-whether members are batched and the precision. Every swept value (seed, init scale, learning rate, L2,
-weight decay) is traced data (`step.MemberArgs`), so settings that differ only in those share one
-program: a sweep over four learning rates compiles the step once. ``traces`` counts how often each
+whether members are batched (and in which form) and the precision. Every swept value (seed, init scale,
+learning rate, L2, weight decay) is traced data (`step.MemberArgs`), so settings that differ only in
+those share one program: a sweep over four learning rates compiles the step once. ``traces`` counts how often each
 function was traced (incremented in its Python body, which runs only when jax traces it); the tests
 read it as a compile counter. Nothing is cached at module level: a new sweep compiles anew (jax's own
 compilation cache still serves an unchanged program from disk or memory).
@@ -21,6 +25,9 @@ import jax
 from jaxinit import precision as precision_lib
 from jaxinit.optim import Hyper, OptSetting, make_optimizer, structure
 from jaxinit.train import step as step_lib
+
+
+BATCHED_FORMS = ("sum_grad", "vmap_grad")
 
 
 class Compiled(NamedTuple):
@@ -51,7 +58,7 @@ class Compiler:
     def fns(self, model_key: Any, model, input_shape: tuple, setting: OptSetting, steps_per_epoch: int, epochs: int,
             batch_size: int, augment: bool, batched: bool, precision: str = "float32",
             order: Callable | None = None, order_key: Any = "epochs", eval_fn: Callable | None = None,
-            eval_key: Any = "loss_acc") -> Compiled:
+            eval_key: Any = "loss_acc", batched_form: str = "sum_grad") -> Compiled:
         """The jitted functions of one setting's structure.
 
         ``model_key`` identifies the model's structure (registry models: config, input shape, classes;
@@ -61,15 +68,21 @@ class Compiler:
         (default `step.eval_chunk`: summed loss and correct count), identified by ``eval_key``.
         ``precision`` (`jaxinit.precision.bind`): init, step and eval are traced under its matmul precision
         and run the model in its compute dtype; parameters, optimizer state and loss stay float32.
+        ``batched_form`` (batched members only, `BATCHED_FORMS`): ``"sum_grad"``, the engine's step
+        (`step.batched_train_step`: the gradient of the summed member losses), or ``"vmap_grad"``, the vmap
+        of the single-member step (the gradient inside the vmap; kept only to be measured against).
         """
+        if batched_form not in BATCHED_FORMS:
+            raise ValueError(f"batched_form must be one of {'|'.join(BATCHED_FORMS)}, got {batched_form!r}")
         shape = structure(setting)
         key = (model_key, input_shape, shape, steps_per_epoch, epochs, batch_size, augment, batched, precision,
-               order_key, eval_key)
+               order_key, eval_key, batched_form if batched else None)
         hit = self._cache.get(key)
         if hit is not None:
             return hit
         epochs = max(epochs, 1)
-        init, train = self._counted("init", step_lib.init_member), self._counted("step", step_lib.train_step)
+        stepper = step_lib.batched_train_step if batched and batched_form == "sum_grad" else step_lib.train_step
+        init, train = self._counted("init", step_lib.init_member), self._counted("step", stepper)
         ev, nrm, perm = self._setting_free((model_key, input_shape, batched, precision, order_key, eval_key), model,
                                            precision, eval_fn or step_lib.eval_chunk, batched, order)
         init, train = precision_lib.bind(precision, model, init, train)
@@ -83,8 +96,9 @@ class Compiler:
         init = functools.partial(init, make_tx)
         train = functools.partial(train, make_tx, batch_size, augment)
         if batched:
-            # Per member: the state, its traced values and its batch order; shared: the data and the step index.
             init = jax.vmap(init, in_axes=(0, None))
+        if batched and batched_form == "vmap_grad":
+            # Per member: the state, its traced values and its batch order; shared: the data and the step index.
             train = jax.vmap(train, in_axes=(0, 0, 0, None))
         fns = Compiled(jax.jit(init), jax.jit(train, donate_argnums=0), ev, nrm, perm, schedule)
         self._cache[key] = fns

@@ -8,10 +8,11 @@ Gaussian draws (params = sigma_w * base draw), same data order and same augmenta
 their scale or optimizer.
 
 Strategies (how the single-member step of `step.py` runs over the members of one group):
-- `vmap`: one jitted `vmap` over all members (accelerators);
+- `vmap`: one jitted batched step over all members (accelerators; `step.batched_train_step`);
 - `sequential`: a Python loop of one jitted single-member step (conv nets on CPU, where XLA turns a
-  vmapped conv with batched kernels into a grouped conv 5-7x slower than a loop);
-- `chunked`: vmap over chunks of `train.chunk` members, chunks in a loop (MLPs on CPU; bounds memory).
+  vmapped conv with batched kernels into a grouped conv, slower there than a loop);
+- `chunked`: the batched step over chunks of `train.chunk` members, chunks in a loop (MLPs on CPU; bounds
+  memory).
 `auto` picks the default measured fastest on the platform (`default_strategy`, see the benchmark);
 `split_groups` splits every group of a sweep into chunks of its strategy.
 
@@ -92,13 +93,14 @@ def has_conv(model) -> bool:
 
 
 def default_strategy(conv: bool, platform: str | None = None) -> str:
-    """Fastest strategy measured by `experiments.benchmark` (README table) per platform.
+    """Fastest strategy measured by `experiments.benchmark` per platform (docs/accelerators.md, "Member
+    strategies on a CPU", holds the measurements behind each choice).
 
-    CPU, conv nets (any kernel with a spatial window): `sequential` (a vmapped conv with batched
-    kernels becomes a grouped conv, 1.8-5x slower than the loop here; im2col 1.3-1.8x). CPU, MLPs:
-    `chunked` (chunks of `train.chunk`): full vmap batches the matmuls into a form XLA:CPU runs up to
-    1.25x slower than a loop for large members, chunks of 4 were 0.91-0.93x (README, "Benchmark").
-    Accelerators: `vmap`.
+    CPU, conv nets (any kernel with a spatial window): `sequential` (XLA:CPU runs a member-batched
+    convolution, grouped by the members, slower than a loop of dense ones). CPU, MLPs: `chunked` (chunks
+    of `train.chunk`). Accelerators: `vmap`, whose step takes the gradient of the summed member losses
+    (`step.batched_train_step`), never the vmap of the single-member gradient; for conv nets this choice
+    awaits its measurement on a GPU (`experiments.accel_check`).
     """
     platform = platform or jax.default_backend()
     if platform == "cpu":

@@ -1,7 +1,9 @@
 """One member: its state, its init (BatchNorm calibrated), its training step and its evaluation.
 
-Everything here is single-member and pure; `compiled.py` vmaps it in one place and `members.py` runs it
-over members (vmap, loop or chunks). A member's swept values are traced data (`MemberArgs`: seed, init
+Everything here is single-member and pure, but `batched_train_step`, which runs the single-member step's
+pieces (`member_batch`, `member_loss`, `apply_gradient`) over member-stacked arguments with the gradient
+taken outside the vmap; `compiled.py` jits them and `members.py` runs them over members (vmap, loop or
+chunks). A member's swept values are traced data (`MemberArgs`: seed, init
 scale, learning rate, L2, weight decay), so a sweep over any of them compiles the step once; the
 optimizer is built inside the member's function from them (`jaxinit.optim.make_optimizer` with
 `Hyper`), which also keeps Muon's routing by ``ndim`` on one member's tree, never a stacked one.
@@ -11,6 +13,7 @@ lives in the state, so a resumed run is bit-identical to an uninterrupted one.
 """
 from __future__ import annotations
 
+import functools
 from typing import Any, NamedTuple
 
 import jax
@@ -100,21 +103,27 @@ def add_update_sizes(sums: tuple[Any, Any], new_params: Any, old_params: Any) ->
     return (jax.tree.map(lambda a, m: a + jnp.sqrt(m), sums[0], ms), jax.tree.map(jnp.add, sums[1], ms))
 
 
-def train_step(model, make_tx, batch_size: int, augment: bool, state: TrainState, member: MemberArgs,
-               order: jax.Array, data: StepData) -> tuple[TrainState, jax.Array]:
-    """One optimizer step of one member on batch ``data.step_in_epoch`` of the epoch ordered by ``order``;
-    a non-finite result flags the member and freezes it."""
+def member_batch(batch_size: int, augment: bool, state: TrainState, member: MemberArgs, order: jax.Array,
+                 data: StepData) -> tuple[jax.Array, jax.Array]:
+    """One member's batch ``data.step_in_epoch`` of the epoch ordered by ``order``, augmented by
+    ``fold_in(augment stream, state.step)`` where ``augment``."""
     xb, yb = data_lib.get_batch(data.x, data.y, order, data.step_in_epoch, batch_size)
     if augment:
         xb = data_lib.augment(jax.random.fold_in(member_streams(member.seed)[2], state.step), xb)
-    tx = make_tx(member.hyper)
+    return xb, yb
 
-    def loss_fn(params):
-        logits, model_state = model.apply(params, state.model_state, xb, train=True)
-        return metrics.cross_entropy(logits, yb), model_state
 
-    (loss, model_state), grads = jax.value_and_grad(loss_fn, has_aux=True)(state.params)
-    updates, opt_state = tx.update(grads, state.opt_state, state.params)
+def member_loss(model, params: Any, model_state: Any, xb: jax.Array, yb: jax.Array) -> tuple[jax.Array, Any]:
+    """(mean cross-entropy of one member on its batch, its new BatchNorm statistics): what is differentiated."""
+    logits, model_state = model.apply(params, model_state, xb, train=True)
+    return metrics.cross_entropy(logits, yb), model_state
+
+
+def apply_gradient(make_tx, state: TrainState, member: MemberArgs, grads: Any, loss: jax.Array,
+                   model_state: Any) -> TrainState:
+    """One member's optimizer update from its gradient; a non-finite loss, parameter or statistic flags the
+    member and keeps its previous state (a diverged member stays frozen)."""
+    updates, opt_state = make_tx(member.hyper).update(grads, state.opt_state, state.params)
     params = optax.apply_updates(state.params, updates)
     finite = jnp.isfinite(loss) & tree_all_finite(params) & tree_all_finite(model_state)
     proposed = TrainState(params, model_state, opt_state, state.step + 1, state.diverged, state.diverged_step,
@@ -123,7 +132,39 @@ def train_step(model, make_tx, batch_size: int, augment: bool, state: TrainState
     new = jax.tree.map(lambda n, o: jnp.where(accept, n, o), proposed, state)
     newly = ~finite & ~state.diverged
     return new._replace(diverged=state.diverged | newly,
-                        diverged_step=jnp.where(newly, state.step, state.diverged_step)), loss
+                        diverged_step=jnp.where(newly, state.step, state.diverged_step))
+
+
+def train_step(model, make_tx, batch_size: int, augment: bool, state: TrainState, member: MemberArgs,
+               order: jax.Array, data: StepData) -> tuple[TrainState, jax.Array]:
+    """One optimizer step of one member: `member_batch`, the gradient of `member_loss`, `apply_gradient`."""
+    xb, yb = member_batch(batch_size, augment, state, member, order, data)
+    loss_fn = functools.partial(member_loss, model)
+    (loss, model_state), grads = jax.value_and_grad(loss_fn, has_aux=True)(state.params, state.model_state, xb, yb)
+    return apply_gradient(make_tx, state, member, grads, loss, model_state), loss
+
+
+def batched_train_step(model, make_tx, batch_size: int, augment: bool, state_S: TrainState, member_S: MemberArgs,
+                       order_S: jax.Array, data: StepData) -> tuple[TrainState, jax.Array]:
+    """`train_step` of S member-stacked members with the gradient taken outside the vmap.
+
+    Batches and the loss are vmapped; ``value_and_grad`` of L(theta_1..S) = sum_m L_m(theta_m) over the
+    stacked parameters gives dL/dtheta_m = dL_m/dtheta_m, each member's own gradient (no term couples
+    members); the update is vmapped. Where ``vmap(value_and_grad)`` makes every weight gradient of a
+    convolution a feature-grouped convolution over the image batch, this form makes it batch-grouped
+    (``batch_group_count`` = S), the form GPU convolution libraries compute as a backward-filter call.
+    """
+    xb_S, yb_S = jax.vmap(functools.partial(member_batch, batch_size, augment),
+                          in_axes=(0, 0, 0, None))(state_S, member_S, order_S, data)
+    loss_fn = jax.vmap(functools.partial(member_loss, model))
+
+    def summed(params_S):
+        loss_S, model_state_S = loss_fn(params_S, state_S.model_state, xb_S, yb_S)
+        return jnp.sum(loss_S), (loss_S, model_state_S)
+
+    (_, (loss_S, model_state_S)), grads_S = jax.value_and_grad(summed, has_aux=True)(state_S.params)
+    update = jax.vmap(functools.partial(apply_gradient, make_tx))
+    return update(state_S, member_S, grads_S, loss_S, model_state_S), loss_S
 
 
 class EvalBatch(NamedTuple):

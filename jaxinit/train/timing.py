@@ -1,6 +1,8 @@
 """Where a run's time goes, for run.json: set-up, compile, steady steps, evaluations, checkpoints.
 
-Why each split: the first epoch of a process compiles every jitted function (seconds to minutes for a
+Each compiled program is listed with its lower and compile seconds and whether jax's persistent
+cache served it (`Compiles`, from jax's compile events), beside the compile time inferred from the first
+epoch. Why each split: the first epoch of a process compiles every jitted function (seconds to minutes for a
 ResNet on an accelerator), so a mean over epochs that includes it overstates the step time of short runs
 and understates the cost of compiling; evaluation and checkpoint costs grow with the data set and the
 state, not with the step count, and were invisible in a single epoch time. `Clock.report` is written
@@ -12,12 +14,84 @@ from __future__ import annotations
 
 import contextlib
 import time
-from typing import Iterator
+import weakref
+from typing import Callable, Iterator
 
 import jax
+import jax.monitoring
 import numpy as np
 
+from jaxinit import compile_cache
 from jaxinit import precision as precision_lib
+
+# jax's compile events (jax.monitoring), each with the program's name, and the field each one fills.
+COMPILE_EVENTS = {"/jax/core/compile/jaxpr_to_mlir_module_duration": "lower_s",
+                  "/jax/core/compile/backend_compile_duration": "compile_s"}
+CACHE_HIT_EVENT = "/jax/compilation_cache/cache_hits"
+_LISTENERS: list[Callable[[], Callable | None]] = []     # weak references: a dropped listener stops hearing
+_INSTALLED: list[bool] = []
+
+
+def _forward(event: str, duration: float | None = None, **kwargs) -> None:
+    for ref in tuple(_LISTENERS):
+        callback = ref()
+        if callback is None:
+            _LISTENERS.remove(ref)
+        else:
+            callback(event, duration, kwargs.get("fun_name"))
+
+
+def listen(callback: Callable[[str, float | None, str | None], None]) -> None:
+    """Call ``callback(event, seconds, program)`` on each of jax's compile events and persistent-cache hits
+    (seconds None), until the callback (a bound method: until its object) is garbage or `unlisten`ed."""
+    if not _INSTALLED:
+        jax.monitoring.register_event_duration_secs_listener(_forward)
+        jax.monitoring.register_event_listener(lambda event, **kw: _forward(event, None, **kw))
+        _INSTALLED.append(True)
+    _LISTENERS.append(weakref.WeakMethod(callback) if hasattr(callback, "__self__") else (lambda: callback))
+
+
+def unlisten(callback) -> None:
+    for ref in tuple(_LISTENERS):
+        if ref() == callback:
+            _LISTENERS.remove(ref)
+
+
+class Compiles:
+    """The programs jax lowered and compiled while this record listened: one entry per compile."""
+
+    def __init__(self):
+        self.programs: list[dict] = []
+        self.cache_hits = 0
+        self._open: dict[str, dict] = {}
+        self._hit = False
+        listen(self._on_event)
+
+    def _on_event(self, event: str, seconds: float | None, program: str | None) -> None:
+        if event == CACHE_HIT_EVENT:
+            self.cache_hits += 1
+            self._hit = True          # the compile event that follows is a load from the cache
+            return
+        field = COMPILE_EVENTS.get(event)
+        if field is None:
+            return
+        entry = self._open.setdefault(program or "?", {"program": program or "?"})
+        entry[field] = round(entry.get(field, 0.0) + seconds, 4)
+        if field == "compile_s":          # the last of a program's events
+            done = self._open.pop(program or "?")
+            done["cache_hit"], self._hit = self._hit, False
+            self.programs.append(done)
+
+    def stop(self) -> None:
+        unlisten(self._on_event)
+
+    def report(self, least_s: float = 0.05) -> dict:
+        """Programs that took at least ``least_s`` to compile (or load) one by one, the rest counted."""
+        big = [dict(p) for p in self.programs if p.get("compile_s", 0.0) >= least_s]
+        small = [p.get("compile_s", 0.0) for p in self.programs if p.get("compile_s", 0.0) < least_s]
+        return {"compiles": big, "compiles_small": {"programs": len(small), "compile_s": float(sum(small))},
+                "compile_s_total": float(sum(p.get("compile_s", 0.0) for p in self.programs)),
+                "persistent_cache_hits": self.cache_hits, "compile_cache": compile_cache.in_use()}
 
 
 def _median(xs: list[float]) -> float | None:
@@ -32,6 +106,7 @@ class Clock:
         self.setup_s: float | None = None
         self.epochs: list[tuple[int, float, int]] = []   # (epoch, seconds of training, steps taken)
         self.evals: list[float] = []                      # seconds per evaluation (every split, every member)
+        self.compiles = Compiles()                         # per program: trace, lower and compile seconds
 
     def setup_done(self) -> None:
         self.setup_s = time.perf_counter() - self.t0
@@ -67,7 +142,9 @@ class Clock:
                "evals": len(self.evals), "eval_first_s": self.evals[0] if self.evals else None,
                "eval_s_median": _median(self.evals[1:] or self.evals), "eval_s_total": float(sum(self.evals)),
                "eval_s": self.evals}
-        return {**out, **_checkpoints(saves or [], plan.async_checkpoint)}
+        if status != "training":
+            self.compiles.stop()
+        return {**out, **self.compiles.report(), **_checkpoints(saves or [], plan.async_checkpoint)}
 
 
 def _checkpoints(saves: list[dict], asynchronous: bool) -> dict:
