@@ -63,17 +63,22 @@ def test_default_is_the_user_cache_folder(tmp_path):
 
 
 def test_run_json_lists_the_compiled_programs(tmp_path):
+    import jax
     from jaxinit import forgetting
     from jaxinit.config import DataConfig, ModelConfig, TrainConfig
     smoke = forgetting.preset("smoke")
     cfg = replace(smoke, data=DataConfig(name="gaussian", n_samples=600, dim=16, n_train=256, n_val=128),
                   model=ModelConfig(name="mlp", width=16, depth=1), train=TrainConfig(batch_size=64, epochs=1))
+    # An earlier test in this worker may have traced the same programs; a program found in jax's in-memory cache is
+    # not compiled again and so, rightly, not listed.
+    jax.clear_caches()
     forgetting.fit(cfg, tmp_path / "r", progress=False)
     info = json.loads((tmp_path / "r" / "run.json").read_text())
-    names = [p["program"] for p in info["compiles"]]
+    # A program loaded from a warm persistent cache takes milliseconds and is counted among the small ones by name.
+    names = [p["program"] for p in info["compiles"]] + info["compiles_small"]["names"]
     assert "jit(batched_train_step)" in names and "jit(init_member)" in names, names
-    step = next(p for p in info["compiles"] if p["program"] == "jit(batched_train_step)")
-    assert step["compile_s"] > 0 and step["lower_s"] > 0 and isinstance(step["cache_hit"], bool)
+    for step in (p for p in info["compiles"] if p["program"] == "jit(batched_train_step)"):
+        assert step["compile_s"] > 0 and step["lower_s"] > 0 and isinstance(step["cache_hit"], bool)
     assert info["compile_s_total"] >= sum(p["compile_s"] for p in info["compiles"])
     assert info["compile_cache"] == os.environ.get("JAX_COMPILATION_CACHE_DIR")
 

@@ -88,8 +88,10 @@ class Compiles:
     def report(self, least_s: float = 0.05) -> dict:
         """Programs that took at least ``least_s`` to compile (or load) one by one, the rest counted."""
         big = [dict(p) for p in self.programs if p.get("compile_s", 0.0) >= least_s]
-        small = [p.get("compile_s", 0.0) for p in self.programs if p.get("compile_s", 0.0) < least_s]
-        return {"compiles": big, "compiles_small": {"programs": len(small), "compile_s": float(sum(small))},
+        small = [p for p in self.programs if p.get("compile_s", 0.0) < least_s]
+        return {"compiles": big,
+                "compiles_small": {"programs": len(small), "compile_s": float(sum(p.get("compile_s", 0.0) for p in small)),
+                                   "names": sorted({p["program"] for p in small})},
                 "compile_s_total": float(sum(p.get("compile_s", 0.0) for p in self.programs)),
                 "persistent_cache_hits": self.cache_hits, "compile_cache": compile_cache.in_use()}
 
