@@ -31,14 +31,14 @@ from jaxinit.config import to_dict
 from jaxinit.errors import ConfigError
 from jaxinit.run.config_parse import comparable
 from jaxinit.run.files import safe_path
-from jaxinit.run.manifest import Manifest
+from jaxinit.run.manifest import START_FILES, Manifest
 from jaxinit.run.provenance import numeric_environment, read_run_json
 from jaxinit.run.rundir import diff_keys
 
 FINGERPRINT = "fingerprint.json"
 RUN_JSON = "run.json"
-# What the CLI writes into a run directory before the experiment starts (removed again if set-up refuses it).
-START_FILES = frozenset({"config.json", FINGERPRINT, RUN_JSON})
+# START_FILES (`jaxinit.run.manifest`): config.json, fingerprint.json, run.json, what the CLI writes into a run
+# directory before the experiment starts (removed again if set-up refuses it).
 # What run.json keeps when a part of the run rewrites its timings (`write_run_info`).
 KEPT = ("experiment", "provenance")
 _WHAT = {"config": "its files belong to another config than the one given",
