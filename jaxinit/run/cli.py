@@ -37,7 +37,7 @@ from typing import Any, Callable, Mapping
 from jaxinit import distributed, interrupt, progress
 from jaxinit.config import Presets, to_dict
 from jaxinit.errors import ConfigError
-from jaxinit.run import environment, files, provenance, rundir, runinfo
+from jaxinit.run import environment, files, overwrite, provenance, rundir, runinfo
 from jaxinit.run.claim import Claim, claim, stop_advice
 from jaxinit.run.config_parse import close_keys, comparable, fields_help, from_dict, parse_overrides
 from jaxinit.run.manifest import Manifest
@@ -208,6 +208,8 @@ def _run(exp: Experiment, argv: list[str]) -> int:
         writer = join_hosts(exp.prog, exp.multihost)
         env = provenance.numeric_environment()
     out = rundir.resolve_out(args.out, exp.default_out(preset or default))
+    if writer:
+        overwrite.recover_first(out)              # an --overwrite killed midway: its old run put back first
     if args.resume and not out.is_dir():
         raise ConfigError(f"--resume: no run to resume in {files.safe_path(out)}")
     if args.resume:

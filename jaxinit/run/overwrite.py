@@ -144,6 +144,14 @@ def _found(out: Path) -> list[Path]:
     return sorted(found)
 
 
+def recover_first(out: Path) -> None:
+    """`recover`, under the run's lock, before a command reads anything in ``out`` (its config.json on --resume);
+    nothing is done (no lock file made) where nothing was left."""
+    if _found(out):
+        with rundir.RunLock(out):
+            recover(out)
+
+
 def recover(out: Path) -> None:
     """(Holding the run's lock, before anything else) What an --overwrite killed midway left next to ``out``: a
     half-deleted old run is deleted; a set-aside one is put back if the run in ``out`` never started (one line
@@ -162,9 +170,10 @@ def recover(out: Path) -> None:
 
 
 def _never_started(out: Path) -> bool:
-    """Only the start files (and lock, manifest) of a run are in ``out``'s manifest: nothing was trained there."""
+    """Only the start files (and lock, manifest) of a run are in ``out``'s manifest, besides folders (kept where they
+    hold a user's files): nothing was trained there."""
     if not out.is_dir():
         return True
     m = Manifest(out)
     entries = m.entries() if m.exists() else _legacy(out)[0]
-    return {rel.split("/")[0] for rel in entries} <= START_FILES | {LOCK, MANIFEST}
+    return {rel.split("/")[0] for rel, e in entries.items() if e["kind"] != "dir"} <= START_FILES | {LOCK, MANIFEST}

@@ -187,6 +187,17 @@ def check_not_nested(out: Path) -> None:
                               f"outside that run")
 
 
+def check_outside_runs(out: Path, writes: str) -> None:
+    """The rule for a command that writes into ``out`` without being a run there (``experiments.accel_check
+    --out``, ``python -m jaxinit.forgetting.plotting --out``): ``out`` must be no run directory and lie inside no
+    run's own folders (`check_not_nested`), so no command writes inside another run's folders. ``writes``: what
+    it writes there, for the message."""
+    if is_run_dir(Path(out)):
+        raise ConfigError(f"--out {safe_path(out)} is a run directory; {writes} is written only outside runs "
+                          f"(choose another --out)")
+    check_not_nested(Path(out))
+
+
 # --------------------------------------------------------------------------- deleting the run's own files
 def clear_owned(out: Path, only: tuple[str, ...] | None = None, *, aside: Path | None = None) -> list[str]:
     """Delete the run's own files and nothing else; returns what was kept (relative paths: replaced

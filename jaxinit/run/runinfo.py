@@ -86,6 +86,8 @@ def check_fingerprint(out: Path, parts: dict, *, from_config_json: bool = False)
     config was read from the run's config.json (the CLI), so a difference is a hand edit of that file."""
     stored, parts = read_fingerprint(out), _plain(parts)
     for key, value in parts.items():
+        if key == "environment" and isinstance(value, dict) and isinstance(stored.get(key), dict):
+            value = {k: v for k, v in value.items() if k in stored[key]}    # a run made before a key was recorded
         if key in stored and stored[key] != value:
             keys = diff_keys(stored[key], value) or [key]
             name = "config.json" if key == "config" and from_config_json else key
