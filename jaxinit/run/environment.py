@@ -26,7 +26,7 @@ from pathlib import Path
 from jaxinit.errors import ConfigError
 from jaxinit.run.files import safe_path
 
-_FLAG = re.compile(r"--([A-Za-z0-9_]+)(=.*)?")
+_FLAG = re.compile(r"--(xla_[A-Za-z0-9_]+)(=.*)?")      # XLA defines its flags under xla_ only
 _JAX_FLAG = re.compile(r"for JAX flag (\w+)")
 
 

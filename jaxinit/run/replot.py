@@ -33,7 +33,7 @@ def replot(experiment: str, prog: str, config_cls: type, run_dir: str, plot_all:
     _check_experiment(out, config, experiment, where)
     _check_config(config_cls, config, where)
     for name in reads:
-        _json_object(out / name, where, f"the {prog} results the figures are drawn from")
+        _json_object(out / name, where, f"the {experiment} results the figures are drawn from")
     if not (list((out / "results").glob("*.npz")) or list(out.glob("*.npz"))):
         raise ConfigError(f"{where}: no saved results (results/*.npz) of a {prog} run there")
     with rundir.RunLock(out):
@@ -44,7 +44,7 @@ def replot(experiment: str, prog: str, config_cls: type, run_dir: str, plot_all:
         except _UNREADABLE as err:
             text = str(err).splitlines()[0][:120] if str(err) else ""
             raise ConfigError(f"{where}: its saved results cannot be drawn ({type(err).__name__}: {text}); they are "
-                              f"not those of a finished {prog} run of this version") from None
+                              f"not those of a finished {experiment} run of this version") from None
 
 
 def _json_object(path: Path, where: str, what: str) -> dict:
