@@ -122,7 +122,8 @@ def members_at_once(strategy: str, chunk: int, members: int) -> int:
 
 
 def check_batch(batch_size: int, n_train: int, key: str = "train.batch_size") -> None:
-    """Batches drawn without replacement from the training split (`jaxinit.train.step.shared_order`) cannot be larger."""
+    """Batches are drawn without replacement from the training split (`jaxinit.train.step.shared_order`): at most
+    its size."""
     if batch_size > n_train:
         raise ConfigError(f"--{key}={batch_size} exceeds the {n_train:,} training examples (batches are drawn without "
                           f"replacement); use at most {n_train:,}")

@@ -18,7 +18,7 @@ import pytest
 from experiments import benchmark, clocks, forgetting, igb_init, igb_rescale, igb_train, memory_phases, phase_diagram
 from jaxinit import interrupt
 from jaxinit.errors import ConfigError
-from jaxinit.run import cli, manifest, overwrite, registry, rundir
+from jaxinit.run import cli, manifest, registry, rundir
 from jaxinit.run.manifest import Manifest
 
 MODULES = {"forgetting": forgetting, "clocks": clocks, "igb_init": igb_init, "igb_train": igb_train,
@@ -26,6 +26,12 @@ MODULES = {"forgetting": forgetting, "clocks": clocks, "igb_init": igb_init, "ig
            "benchmark": benchmark}
 SMALL = {"forgetting": "smoke", "clocks": "smoke", "igb_init": "smoke", "igb_train": "smoke", "igb_rescale": "smoke",
          "memory_phases": "smoke", "phase_diagram": "smoke", "benchmark": "quick"}
+
+
+def overwrite():
+    """`jaxinit.run.overwrite`, imported where a test uses it (the other tests also run on code without it)."""
+    from jaxinit.run import overwrite as module
+    return module
 
 
 def snapshot(d: Path) -> dict[str, bytes]:
@@ -152,7 +158,7 @@ def test_an_overwrite_killed_midway_is_put_back_by_the_next_command(tmp_path, ca
     out = tmp_path / "run"
     before = make_finished("phase_diagram", out)
     with rundir.RunLock(out):
-        overwrite.set_aside(out)                          # ... and the process is killed here (kill -9)
+        overwrite().set_aside(out)                          # ... and the process is killed here (kill -9)
         Manifest(out).write_json(out / "config.json", {"grid": {}}, digest=False)
     assert "summary.json" not in snapshot(out)
     capsys.readouterr()
@@ -172,12 +178,12 @@ def test_a_half_deleted_old_run_is_cleared_and_a_newer_run_is_never_mixed_with_o
     def newer_run_started():
         Manifest(out).write_text(out / "config.json", before["config.json"].decode(), digest=False)
         Manifest(out).write_json(out / "summary.json", {"newer": True})
-    aside = overwrite.set_aside(out)
+    aside, ow = overwrite().set_aside(out), overwrite()
     newer_run_started()
-    os.rename(aside.folder, aside.folder.with_name(aside.folder.name.replace(overwrite.PENDING, overwrite.DISCARD)))
+    os.rename(aside.folder, aside.folder.with_name(aside.folder.name.replace(ow.PENDING, ow.DISCARD)))
     assert cli.run(good, ["--preset", "smoke", "--out", str(out), "--overwrite"]) == 0   # killed while deleting it
     no_leftovers(out)
-    pending = overwrite.set_aside(out)
+    pending = overwrite().set_aside(out)
     newer_run_started()                                   # (by hand: a run cannot start with one set aside)
     capsys.readouterr()
     assert cli.run(good, ["--preset", "smoke", "--out", str(out)]) == 2
@@ -190,7 +196,7 @@ def test_a_run_directory_whose_parent_refuses_the_aside_folder_is_left_alone(tmp
 
     def no_space(*a, **k):
         raise OSError(errno.ENOSPC, "No space left on device")
-    monkeypatch.setattr(overwrite.tempfile, "mkdtemp", no_space)
+    monkeypatch.setattr(overwrite().tempfile, "mkdtemp", no_space)
     capsys.readouterr()
     assert _overwrite_with(out, finished_main) == 2
     one_error_line(capsys, "nothing was changed")

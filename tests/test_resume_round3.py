@@ -18,7 +18,7 @@ from experiments import phase_diagram
 from jaxinit import interrupt
 from jaxinit.errors import ConfigError
 from jaxinit.forgetting import loop
-from jaxinit.run import claim, cli, provenance, runinfo, sink
+from jaxinit.run import cli, provenance, runinfo, sink
 from jaxinit.run.checkpoint import Checkpointer
 from jaxinit.run.manifest import ORBAX_TMP, Manifest
 

@@ -11,9 +11,8 @@ from pathlib import Path
 import pytest
 
 from experiments import forgetting, igb_rescale, igb_train, memory_phases
-from jaxinit import budget, swept
+from jaxinit import budget
 from jaxinit.errors import ConfigError
-from jaxinit.run import environment
 from jaxinit.run.config_parse import parse_overrides
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -48,6 +47,7 @@ def test_swept_points_are_checked_as_trained(tmp_path, capsys, name, argv, fragm
 
 
 def test_the_shared_check_reads_points_as_float32():
+    from jaxinit import swept
     with pytest.raises(ConfigError, match="underflows"):      # 0 only where allowed
         swept.check_points([swept.Point("a", "p", (1.0, 0.0))])
     swept.check_points([swept.Point("a", "p", (1.0, 0.0)), swept.Point("a", "q", (1.0 + 1e-6, 0.0))],
@@ -120,6 +120,7 @@ def test_an_xla_flag_xla_does_not_define_is_one_line_not_an_abort(tmp_path):
 
 
 def test_xla_flags_are_looked_up_in_xla_itself():
+    from jaxinit.run import environment
     environment.check_xla_flags("--xla_backend_optimization_level=0 --xla_force_host_platform_device_count=2 "
                                 "--xla_cpu_enable_fast_math=false")
     for bad in ("--xla_bogus_flag=1", "--tf_xla_auto_jit=1", "--xla_dump", "xla_cpu_x", "--xla=1"):

@@ -14,11 +14,12 @@ second schema to keep in step; ml_collections' config flags would force a `--con
 that docs/design.md fixes). A misspelt key or preset is one line that names the closest ones. The presets
 are `Presets` (`jaxinit.config`): each with a line that ``--help`` prints; ``--preset NAME`` picks one.
 Without ``--out`` a run goes to ``runs/<experiment>_<preset>``. Run directories are owned
-(`jaxinit.run.rundir`: lock, manifest, same-config continuation, `--overwrite` deleting the run's own files
-only, and only once the experiment's set-up checks passed), results are written atomically
-(`jaxinit.run.files`), run.json names the experiment (a run of another one is refused), every continuation
-is checked against the fingerprint the run started with (`jaxinit.run.runinfo`: config.json, numeric
-environment) and run.json's provenance gains one segment per part of a run (`jaxinit.run.provenance`).
+(`jaxinit.run.rundir`: lock, manifest, same-config continuation; `jaxinit.run.claim`: `--overwrite` sets the
+run's own files aside and deletes them only once the new run has started, `jaxinit.run.overwrite`), every check
+the set-up can make (the experiment's ``validate`` and ``prepare``) runs before any file is written, results
+are written atomically (`jaxinit.run.files`), run.json names the experiment (a run of another one is refused),
+every continuation is checked against the fingerprint the run started with (`jaxinit.run.runinfo`: config.json,
+numeric environment) and run.json's provenance gains one segment per part of a run (`jaxinit.run.provenance`).
 Progress lines name the experiment (`jaxinit.progress.study`). SIGINT/SIGTERM stop at once in set-up,
 summary and figures and at a step boundary in training (`jaxinit.interrupt`); a signal still pending at
 the end stops the run with its status, never 0. User errors (`ConfigError`) become one line on stderr and
