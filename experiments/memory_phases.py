@@ -63,7 +63,7 @@ def _f(v) -> str:
 
 EXPERIMENT = cli.Experiment(name="memory_phases", doc=__doc__, presets=PRESETS, default="cpu",
                             main=main, validate=validate, prepare=check_setup,
-                            replot=plot_all)
+                            replot=plot_all, replot_reads=("summary.json",))
 
 
 def run(argv: list[str] | None = None) -> int:

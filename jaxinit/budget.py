@@ -110,6 +110,48 @@ def check_steps(epochs: int, batch_size: int, data) -> None:
                           f"the int32 step counter; use fewer epochs")
 
 
+# --------------------------------------------------------------------------- the IGB and joined studies
+def mlp_params(n_in: int, width: int, depth: int, classes: int) -> int:
+    """Kernel entries of a deep MLP (`jaxinit.models.deep.DeepMLP`: ``depth`` hidden layers of ``width``)."""
+    return n_in * width + max(depth - 1, 0) * width * width + width * classes
+
+
+def members_at_once(strategy: str, chunk: int, members: int) -> int:
+    """Members one compiled call holds (`jaxinit.train.members`): all (vmap), a chunk, or one (sequential)."""
+    return {"sequential": 1, "chunked": min(max(chunk, 1), members)}.get(strategy, members)
+
+
+def check_batch(batch_size: int, n_train: int, key: str = "train.batch_size") -> None:
+    """Batches are drawn without replacement from the training split (`jaxinit.train.step.shared_order`): at most
+    its size."""
+    if batch_size > n_train:
+        raise ConfigError(f"--{key}={batch_size} exceeds the {n_train:,} training examples (batches are drawn without "
+                          f"replacement); use at most {n_train:,}")
+
+
+def check_gram(splits: dict[str, int], at_once: int) -> None:
+    """The joined study's evaluation measures c and gamma from the Gram matrix of a whole split (float64 inside,
+    `theory.igb.estimate`), one per member of a compiled call: ``at_once`` x n^2 x 8 bytes for the largest split
+    (``splits``: its flag or name -> inputs)."""
+    key, n = max(splits.items(), key=lambda kv: kv[1])
+    check_fits(f"evaluating {at_once:,} member(s) at once on {n:,} inputs ({key})", at_once * n * n * 8.0,
+               f"use fewer inputs ({key}) or --train.strategy=chunked with a small --train.chunk")
+
+
+def check_cases(cases: dict, *, n_in: int, n_classes: int, rates, select_seeds: int) -> None:
+    """The members of each stage (selection: every point x rate x selection seed where a case has several rates;
+    reported: every point's seeds) hold their parameters, gradients and optimizer state at once. ``cases``: the
+    studies' `jaxinit.shared.phases.Case` by name; ``rates(optimizer)``: the rates its selection tries."""
+    def need(members_of) -> float:
+        return sum(members_of(c) * mlp_params(n_in, c.width, c.depth, n_classes) for c in cases.values()) * 4.0 \
+            * MEMBER_COPIES
+    reported = need(lambda c: int(sum(c.points["seeds"])))
+    selection = need(lambda c: len(c.points["role"]) * len(rates(c.optimizer)) * select_seeds
+                     if len(rates(c.optimizer)) > 1 else 0)
+    check_fits("training every case's reported members", reported, "use fewer --phases.seeds, points or cases")
+    check_fits("training every case's selection members", selection, "use fewer --opt.select_seeds, rates or points")
+
+
 # --------------------------------------------------------------------------- theory grids
 def check_phase_grid(key: str, n: int, panels: int) -> None:
     """A phase diagram of ``n`` x ``n`` points: `PHASE_ARRAYS` float64 arrays per panel, all kept."""

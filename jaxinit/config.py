@@ -28,7 +28,7 @@ from typing import Any, Iterator, Literal, Mapping, NamedTuple
 
 import numpy as np
 
-from jaxinit import budget
+from jaxinit import budget, swept
 from jaxinit.budget import INT32_MAX
 from jaxinit.errors import ConfigError
 
@@ -308,16 +308,14 @@ def validate_common(cfg: Any) -> None:
                               f"got {train.eval_train_subset}")
     sweep = getattr(cfg, "sweep", None)
     if sweep is not None and hasattr(sweep, "sigma_w"):
-        for s in sweep.sigma_w:
-            check_float32("sweep.sigma_w", s)
-        if any(not s > 0 for s in sweep.sigma_w):
-            raise ConfigError(f"--sweep.sigma_w values must be > 0, got {sweep.sigma_w}")
+        if not sweep.sigma_w or any(not s > 0 for s in sweep.sigma_w):
+            raise ConfigError(f"--sweep.sigma_w: give scales > 0, got {sweep.sigma_w}")
+        if len(set(sweep.sigma_w)) != len(sweep.sigma_w):
+            raise ConfigError(f"--sweep.sigma_w has repeated values {sweep.sigma_w}: a spread needs distinct scales")
+        swept.check_points([swept.Point("sweep.sigma_w", f"sigma_w={s!r}", (s,)) for s in sweep.sigma_w])
         if min(sweep.sigma_w) < SIGMA_W_MIN:
             raise ConfigError(f"--sweep.sigma_w={min(sweep.sigma_w)}: below {SIGMA_W_MIN:g} the squared kernel "
                               f"entries underflow float32 (kernel norms read 0); use larger scales")
-        if len(set(sweep.sigma_w)) != len(sweep.sigma_w):
-            raise ConfigError(f"--sweep.sigma_w has repeated values {sweep.sigma_w}: a spread needs distinct scales")
-        check_distinct_float32("sweep.sigma_w", sweep.sigma_w)
         if sweep.seeds <= 0:
             raise ConfigError(f"--sweep.seeds must be a positive number of seeds, got {sweep.seeds}")
     opt = getattr(cfg, "opt", None)

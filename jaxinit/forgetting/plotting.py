@@ -30,7 +30,10 @@ from jaxinit.forgetting.figures import (_check_basis, plot_acc_vs_sigma, plot_no
                                         plot_spread_vs_clocks)
 from jaxinit.shared.history import as_float
 from jaxinit.forgetting.memory import selection_keys
-from jaxinit.shared.history import best_epoch, by_epoch, read_metrics, row_at, rows_by_member
+from jaxinit.shared.history import best_epoch, by_epoch, row_at, rows_by_member
+from jaxinit.run import files
+from jaxinit.run.rundir import check_not_nested
+from jaxinit.run.runs import read_json, read_rows
 
 # test accuracies in summary.json are the rows' values passed through float(); anything above this is stale
 _ACC_TOL = 1e-9
@@ -83,6 +86,7 @@ def _load_run(run_dir: str | Path) -> tuple[dict[str, Any], list[dict[str, Any]]
     d = Path(run_dir)
     if not d.is_dir():
         raise FileNotFoundError(f"{d}: no such run directory")
+    _check_experiment(d)
     for name in ("summary.json", "metrics.jsonl"):
         if not (d / name).is_file():
             raise FileNotFoundError(f"{d}: no {name} (not a finished forgetting run?)")
@@ -92,9 +96,22 @@ def _load_run(run_dir: str | Path) -> tuple[dict[str, Any], list[dict[str, Any]]
         raise ValueError(f"{d / 'summary.json'}: not JSON ({e.msg})") from None
     _check_summary_shape(summary, d / "summary.json")
     summary.setdefault("spread", {})
-    rows = read_metrics(d / "metrics.jsonl")
+    rows = read_rows(d / "metrics.jsonl")        # damage named by file and line (jaxinit.run.runs)
     check_consistent(summary, rows, str(d / "summary.json"))
     return summary, rows
+
+
+def _check_experiment(d: Path) -> None:
+    """A run of another experiment (run.json's name, or its config.json's sections) is refused by name."""
+    from jaxinit.run.registry import experiment_of
+    try:
+        found = experiment_of(read_json(d / "config.json"), read_json(d / "run.json") if (d / "run.json").is_file()
+                              else {})
+    except ValueError:
+        return                  # no readable config.json: the files below say what is missing
+    if found not in (None, "forgetting"):
+        raise ValueError(f"{d} holds a run of {found}, not of the forgetting study (its figures: python -m "
+                         f"experiments.{found} --replot {d})")
 
 
 def _check_summary_shape(summary: Any, path: Path) -> None:
@@ -127,7 +144,7 @@ def make_all(run_dir: str | Path, selection: str = "best_val", clock_basis: str 
 
 def _draw_run(run_dir: str | Path, summary: Mapping[str, Any], rows: Sequence[Mapping[str, Any]],
               selection: str, clock_basis: str) -> list[Path]:
-    out = Path(run_dir) / "figures"
+    out = files.check_inside(run_dir, Path(run_dir) / "figures")   # never through a figures/ linked out of the run
     return [plot_acc_vs_sigma(summary, out / "acc_vs_sigma.png"),
             plot_norm_trajectories(rows, out / "norm_trajectories.png"),
             plot_spread_vs_clocks([(Path(run_dir).name, summary, _epochs_from_rows(rows))],
@@ -172,6 +189,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         parsed = _parser().parse_args(args)
         dirs, opts = [os.path.expanduser(d) for d in parsed.run_dirs], vars(parsed)
         opts["out"] = os.path.expanduser(opts["out"]) if opts["out"] else None
+        if opts["out"]:
+            check_not_nested(Path(opts["out"]))     # never inside another run's own folders (jaxinit.run.rundir)
         selection_keys(opts["selection"])
         _check_basis(opts["clock_basis"])
         loaded = [(d, *_load_run(d)) for d in dirs]  # check every directory before drawing anything

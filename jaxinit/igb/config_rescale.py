@@ -94,7 +94,8 @@ class OptConfig:
 @dataclass(frozen=True)
 class RescaleConfig:
     targets: tuple[float, ...] = (0.1, 1.0, 10.0)
-    """measured backward factors |delta_1|^2 / |delta_L|^2 the rescaled arms are set to (one arm each)"""
+    """measured backward factors |delta_1|^2 / |delta_L|^2 the rescaled arms are set to (one arm each; empty: the
+    control arms only)"""
     controls: tuple[Control, ...] = ("trained", "fresh_eoc")
     """control arms: the trained net un-rescaled, a fresh EOC init"""
     n_calib: int = 512

@@ -224,9 +224,9 @@ def validate(cfg: IGBTrainConfig) -> None:
     check_float32("phases.sigma_b2", p.sigma_b2)
     if not (0 < p.ordered_factor < 1 and p.chaotic_factor > 1 and p.neutral_factor > 1):
         raise ConfigError("--phases: ordered_factor in (0, 1), chaotic_factor and neutral_factor > 1")
-    if min(p.seeds, t.steps, t.batch_size, t.eval_every, t.dense_every, t.phase_res) < 1:
-        raise ConfigError("--phases.seeds, --train.steps, batch_size, eval_every, dense_every and phase_res must "
-                          "be >= 1")
+    if min(p.seeds, t.steps, t.batch_size, t.eval_every, t.dense_every, t.phase_res, t.chunk) < 1:
+        raise ConfigError("--phases.seeds, --train.steps, batch_size, eval_every, dense_every, phase_res and chunk "
+                          "must be >= 1")
     o.check("opt")
     from jaxinit.shared.phases import check_names
     for act in m.acts:

@@ -187,6 +187,11 @@ def calibrate(net: nets.Net, base: Any, x, y, target: float, tol: float, max_ite
             slope = secant if n / 8 < secant < 8 * n else n
         prev = (log_t, math.log(measured))
         log_t -= err / slope
+    trained = float(backward_factor(net, base, x, y))     # the net as pretraining left it, no rescaling
+    if not (math.isfinite(trained) and trained > 0):
+        raise ConfigError(f"the pretrained network's measured backward factor is {trained:.4g}: pretraining left it "
+                          f"degenerate (saturated or non-finite; see --pretrain.lr, --model.sigma_b2), so no "
+                          f"rescaling reaches a target")
     raise ConfigError(f"--rescale.targets={target:g}: the measured backward factor reached {measured:.4g}, not "
                       f"within (1 + {tol:g}) of it, in {max_iter} iterations; choose a nearer target or more "
                       f"--rescale.max_iter")

@@ -18,8 +18,10 @@ bytes. The target accuracy is ``train.target`` x the linear baseline's test accu
 """
 from __future__ import annotations
 
+import warnings
 from pathlib import Path
 
+from jaxinit import budget, swept
 from jaxinit.igb import reported
 from jaxinit.igb.config_train import IGBTrainConfig
 from jaxinit.shared import case_train, nets, phases, selection
@@ -35,9 +37,15 @@ def load_data(cfg: IGBTrainConfig) -> tuple[dict, int, tuple]:
 
 
 def check_setup(cfg: IGBTrainConfig) -> None:
-    """Every error `load_data` would find (data sizes, files) before anything is trained: what ``--overwrite``
-    checks before it deletes a finished run."""
-    load_data(cfg)
+    """Every error the set-up would find (data sizes, files, the batch, every point as trained -- float32:
+    `jaxinit.swept` --, the members' memory) before anything is written or trained."""
+    data, n_classes, shape = load_data(cfg)
+    budget.check_batch(cfg.train.batch_size, int(data["x_train"].shape[0]))
+    with warnings.catch_warnings():     # the theory of a point beyond float32 overflows: said below, in one line
+        warnings.simplefilter("ignore", RuntimeWarning)
+        cases = study_cases(cfg)
+    swept.check_cases(cases, "phases.eoc_factors")
+    budget.check_cases(cases, n_in=shape[0], n_classes=n_classes, rates=cfg.opt.lrs, select_seeds=cfg.opt.select_seeds)
 
 
 def study_cases(cfg: IGBTrainConfig) -> dict[str, Case]:

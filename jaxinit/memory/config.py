@@ -175,8 +175,9 @@ def validate(cfg: MemoryPhasesConfig) -> None:
     from jaxinit.shared.phases import check_names
     for act in m.acts:
         check_names(act, p.names)
-    if min(p.seeds, t.steps, t.batch_size, t.eval_every, t.n_off, t.phase_res) < 1:
-        raise ConfigError("--phases.seeds, --train.steps, batch_size, eval_every, n_off and phase_res must be >= 1")
+    if min(p.seeds, t.steps, t.batch_size, t.eval_every, t.n_off, t.phase_res, t.chunk) < 1:
+        raise ConfigError("--phases.seeds, --train.steps, batch_size, eval_every, n_off, phase_res and chunk must be "
+                          ">= 1")
     o.check("opt")
     if t.eval_train_n < 0 or t.checkpoint_every < 0:
         raise ConfigError("--train.eval_train_n and checkpoint_every must be >= 0")

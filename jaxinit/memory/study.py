@@ -12,11 +12,13 @@ are paired. The summary is `jaxinit.memory.summary`.
 """
 from __future__ import annotations
 
+import warnings
 from pathlib import Path
 
 import jax
 import numpy as np
 
+from jaxinit import budget, swept
 from jaxinit.run import runinfo
 from jaxinit.memory import measures, summary as summary_lib
 from jaxinit.memory.config import MemoryPhasesConfig
@@ -40,8 +42,21 @@ def load_data(cfg: MemoryPhasesConfig) -> tuple[dict, int, tuple]:
     return data, n_classes, shape
 
 def check_setup(cfg: MemoryPhasesConfig) -> None:
-    """Every error `load_data` would find, before anything is trained."""
-    load_data(cfg)
+    """Every error the set-up would find, before anything is written or trained: the sizes the evaluation needs, the
+    data (`load_data`), the batch, every point as trained (float32: `jaxinit.swept`) and the members' memory."""
+    t = cfg.train
+    budget.check_gram({"train.n_off": t.n_off, "train.eval_train_n": t.eval_train_n}, 1)   # before they are drawn
+    data, n_classes, shape = load_data(cfg)
+    budget.check_batch(t.batch_size, int(data["x_train"].shape[0]))
+    with warnings.catch_warnings():     # the theory of a point beyond float32 overflows: said below, in one line
+        warnings.simplefilter("ignore", RuntimeWarning)
+        cases = study_cases(cfg, n_classes)
+    swept.check_cases(cases, "phases.line")
+    budget.check_cases(cases, n_in=shape[0], n_classes=n_classes, rates=cfg.opt.lrs, select_seeds=cfg.opt.select_seeds)
+    splits = {"train.n_off": t.n_off, **{f"the {k[2:]} split": int(data[k].shape[0]) for k in ("x_test", "x_val",
+                                                                                            "x_train_eval")}}
+    for c in cases.values():
+        budget.check_gram(splits, budget.members_at_once(t.strategy, t.chunk, int(sum(c.points["seeds"]))))
 
 
 def init_theory(act: str, depth: int, sigma_w2, sigma_b2, n_classes: int) -> dict[str, np.ndarray]:

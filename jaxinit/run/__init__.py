@@ -2,7 +2,12 @@
 
     registry      the experiments, in one list (run.json records the name; `load_run` reads it)
     cli           the command line every ``python -m experiments.<name>`` shares
+    claim         what one part of a run may do with its directory, and what is left however it ends
+    overwrite     --overwrite sets the old run aside until the new one starts, and puts it back if it never does
+    replot        --replot DIR: a finished run of this experiment, checked, redrawn under its lock
+    environment   XLA_FLAGS and JAX_* values checked before jax reads them
     config_parse  text in, config out: dotted overrides (also from Python: `override`), config.json
+    empty_lists   --a.b= where --help says what an empty list means
     rundir        a run directory is owned: lock, what is the run's own, clean-up, nesting
     manifest      which paths are the run's own (``.manifest.json``)
     files         results files written atomically, paths in messages kept to one line

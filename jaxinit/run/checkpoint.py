@@ -35,7 +35,9 @@ from __future__ import annotations
 import contextlib
 import hashlib
 import json
+import logging
 import os
+import re
 import sys
 import time
 from concurrent.futures import Future, ThreadPoolExecutor
@@ -202,11 +204,16 @@ class Checkpointer:
         ocp, t0 = _ocp(), time.perf_counter()
         args = ocp.args.Composite(state=ocp.args.StandardSave(state), meta=ocp.args.JsonSave(meta))
         try:
-            self._manager.save(step, args=args, force=True)
-            self._manager.wait_until_finished()
+            with _quiet_orbax():
+                self._manager.save(step, args=args, force=True)
+                self._manager.wait_until_finished()
         except OSError as err:
             raise ConfigError(files.describe_os_error(err, self._manager.directory)) from None
         except Exception as err:   # orbax wraps I/O errors in its own types
+            code = re.search(r"os_error_code='?(\d+)", str(err))     # tensorstore names the OS error by number
+            if code:
+                why = files.describe_os_error(OSError(int(code.group(1)), os.strerror(int(code.group(1)))), self._dir)
+                raise ConfigError(f"checkpoint {step}: {why}; the previous checkpoints are intact") from None
             raise ConfigError(f"cannot save checkpoint {step}: {_first_line(err)}") from None
         return time.perf_counter() - t0
 
@@ -303,6 +310,25 @@ def check_meta(step: int, meta: dict, steps_per_epoch: int | None = None) -> Non
         if at != step:
             raise Corrupt(f"its metadata say epoch {meta['epoch']} step {meta['step_in_epoch']} (step {at}), "
                           f"its folder {step}")
+
+
+class _NoTracebacks(logging.Filter):
+    """Drops orbax's error records that carry a traceback: a failed write (a full disk) is logged by each of its
+    threads, tens of lines each, before the error reaches `Checkpointer` -- which says it in one line."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        return not (record.levelno >= logging.ERROR and record.exc_info)
+
+
+@contextlib.contextmanager
+def _quiet_orbax():
+    """absl's logger (orbax logs through it) without `_NoTracebacks`'s records while a save runs."""
+    logger, quiet = logging.getLogger("absl"), _NoTracebacks()
+    logger.addFilter(quiet)
+    try:
+        yield
+    finally:
+        logger.removeFilter(quiet)
 
 
 def _first_line(err: Exception) -> str:

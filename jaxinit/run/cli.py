@@ -14,11 +14,12 @@ second schema to keep in step; ml_collections' config flags would force a `--con
 that docs/design.md fixes). A misspelt key or preset is one line that names the closest ones. The presets
 are `Presets` (`jaxinit.config`): each with a line that ``--help`` prints; ``--preset NAME`` picks one.
 Without ``--out`` a run goes to ``runs/<experiment>_<preset>``. Run directories are owned
-(`jaxinit.run.rundir`: lock, manifest, same-config continuation, `--overwrite` deleting the run's own files
-only, and only once the experiment's set-up checks passed), results are written atomically
-(`jaxinit.run.files`), run.json names the experiment (a run of another one is refused), every continuation
-is checked against the fingerprint the run started with (`jaxinit.run.runinfo`: config.json, numeric
-environment) and run.json's provenance gains one segment per part of a run (`jaxinit.run.provenance`).
+(`jaxinit.run.rundir`: lock, manifest, same-config continuation; `jaxinit.run.claim`: `--overwrite` sets the
+run's own files aside and deletes them only once the new run has started, `jaxinit.run.overwrite`), every check
+the set-up can make (the experiment's ``validate`` and ``prepare``) runs before any file is written, results
+are written atomically (`jaxinit.run.files`), run.json names the experiment (a run of another one is refused),
+every continuation is checked against the fingerprint the run started with (`jaxinit.run.runinfo`: config.json,
+numeric environment) and run.json's provenance gains one segment per part of a run (`jaxinit.run.provenance`).
 Progress lines name the experiment (`jaxinit.progress.study`). SIGINT/SIGTERM stop at once in set-up,
 summary and figures and at a step boundary in training (`jaxinit.interrupt`); a signal still pending at
 the end stops the run with its status, never 0. User errors (`ConfigError`) become one line on stderr and
@@ -28,9 +29,7 @@ from __future__ import annotations
 
 import argparse
 import contextlib
-import json
 import os
-import re
 import sys
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -39,9 +38,10 @@ from typing import Any, Callable, Mapping
 from jaxinit import distributed, interrupt, progress
 from jaxinit.config import Presets, to_dict
 from jaxinit.errors import ConfigError
-from jaxinit.run import files, provenance, rundir, runinfo
+from jaxinit.run import environment, files, overwrite, provenance, rundir, runinfo
+from jaxinit.run.claim import Claim, claim, stop_advice
 from jaxinit.run.config_parse import close_keys, comparable, fields_help, from_dict, parse_overrides
-from jaxinit.run.manifest import LOCK, MANIFEST, Manifest
+from jaxinit.run.manifest import Manifest
 
 
 @dataclass(frozen=True)
@@ -60,10 +60,12 @@ class Experiment:
     validate: Callable[[Any], None] | None = None
     """``validate(cfg)`` raises a one-line `ConfigError` for values that make no sense"""
     prepare: Callable[[Any], None] | None = None
-    """``prepare(cfg)`` raises the `ConfigError` the set-up would (data sizes, files); --overwrite calls it
-    before it deletes anything, so a run that cannot start never costs the finished one"""
+    """``prepare(cfg)`` raises the `ConfigError` the set-up would (data and batch sizes, memory estimates, swept
+    points in float32, figure ranges); it runs before any file is written or set aside"""
     replot: Callable[[Path], list[Path]] | None = None
     """``plot_all(run_dir) -> paths`` behind ``--replot DIR`` (None: no such flag)"""
+    replot_reads: tuple[str, ...] = ()
+    """files besides config.json and the results that ``replot`` reads (``summary.json``): checked first"""
     multihost: bool = False
     """several processes may run it (`jaxinit.distributed`); otherwise a multi-process launch is one line"""
     preset_flags: Mapping[str, str] = field(default_factory=dict)
@@ -160,45 +162,6 @@ def resolve_config(config_cls: type, presets: Mapping[str, Any], default: str, p
     return saved
 
 
-def _claim(out: Path, cfg: Any, resume: bool, overwrite: bool, exp: Experiment) -> tuple[bool, bool, bool]:
-    """Decide what a run may do with ``out`` (holding its lock); returns (resume, wrote_config,
-    continuing: a rerun of the same config, said once its fingerprint is checked)."""
-    state = rundir.inspect(out)
-    if state == "foreign" and _is_run(out):
-        state = "run"             # a run with a user's files in it: they stay, untouched (said at the end)
-    if resume or (state == "run" and not overwrite):
-        runinfo.check_experiment(out, exp.name)      # a run of another experiment is refused here
-    if resume:
-        runinfo.record_experiment(out, exp.name)     # (a run made before run.json named its experiment)
-        return True, False, False
-    if state == "foreign":
-        raise ConfigError(f"--out {files.safe_path(out)} holds files that are not a run's; choose an empty or "
-                          f"new directory (nothing there is deleted, --overwrite or not)")
-    if state == "run" and not overwrite:
-        saved, asked = comparable(rundir.read_saved_config(out)), comparable(json.loads(json.dumps(to_dict(cfg))))
-        if saved == asked:
-            runinfo.record_experiment(out, exp.name)
-            return True, False, True
-        diff = ", ".join(rundir.diff_keys(saved, asked)[:4])
-        raise ConfigError(f"--out {files.safe_path(out)} holds a run of another config (differs in {diff}); "
-                          f"use --resume to continue it, another --out, or --overwrite to replace it")
-    if state == "partial" and not overwrite:
-        raise ConfigError(f"--out {files.safe_path(out)} holds an unfinished run without config.json; "
-                          f"use --overwrite to replace it or another --out")
-    if overwrite and state in ("run", "partial"):
-        if exp.prepare is not None:
-            exp.prepare(cfg)      # an error the set-up would find: refused before anything is deleted
-        rundir.clear_run(out)
-    Manifest(out).write_json(out / "config.json", to_dict(cfg), digest=False)   # users may edit it
-    runinfo.record_experiment(out, exp.name)
-    return False, True, False
-
-
-def _is_run(out: Path) -> bool:
-    """A run directory whose config.json is its own (it may hold a user's files besides)."""
-    return (out / "config.json").is_file() and "config.json" not in rundir.foreign_entries(out)
-
-
 def _say_left_alone(out: Path) -> None:
     """After a run: name what in its directory is not its own (left untouched), if anything."""
     found = rundir.foreign_entries(out)
@@ -211,25 +174,6 @@ def _stamp_provenance(out: Path, resumed: bool, status: str) -> None:
     """Append this process's segment (code, packages, device, how it ended) to run.json's provenance."""
     info = {**provenance.provenance(), "resumed": resumed, "status": status}
     provenance.append_provenance(out / "run.json", info, write=Manifest(out).write_json)
-
-
-def _check_xla_flags() -> None:
-    """XLA aborts the process on an unknown flag (exit 1, C++ log); flags it cannot know are refused first."""
-    bad = [f for f in os.environ.get("XLA_FLAGS", "").split() if not re.fullmatch(r"--(xla|tf_xla)_\w+(=.*)?", f)]
-    if bad:
-        raise ConfigError(f"XLA_FLAGS: {files.safe_path(bad[0])} is not an XLA flag (they read --xla_name=value); "
-                          f"fix or unset XLA_FLAGS")
-
-
-@contextlib.contextmanager
-def _backend_errors():
-    """The first uses of the backend: a platform this machine lacks (``JAX_PLATFORMS=gpu`` on a CPU) is one line."""
-    try:
-        yield
-    except RuntimeError as err:
-        first = (str(err).strip().splitlines() or [type(err).__name__])[0][:200]
-        raise ConfigError(f"JAX_PLATFORMS={os.environ.get('JAX_PLATFORMS', '')!s}: no such backend here ({first}); "
-                          f"unset JAX_PLATFORMS or name one this machine has") from None
 
 
 def _fingerprint(out: Path, cfg: Any, env: dict, resume: bool) -> None:
@@ -254,14 +198,19 @@ def _run(exp: Experiment, argv: list[str]) -> int:
         print(fields_help(exp.presets[preset or default], prog=f"python -m {exp.prog}"))
         return 0
     if exp.replot is not None and args.replot is not None:
-        return _replot(exp.prog, args.replot, exp.replot)
+        from jaxinit.run.replot import replot
+        paths = replot(exp.name, exp.prog, exp.config_cls, args.replot, exp.replot, exp.replot_reads)
+        print("\n".join(files.safe_path(p) for p in paths))
+        return 0
     if args.resume and args.overwrite:
         raise ConfigError("--resume and --overwrite contradict each other; give one")
-    _check_xla_flags()
-    with _backend_errors():
+    environment.check_xla_flags()
+    with environment.backend_errors():
         writer = join_hosts(exp.prog, exp.multihost)
         env = provenance.numeric_environment()
     out = rundir.resolve_out(args.out, exp.default_out(preset or default))
+    if writer:
+        overwrite.recover_first(out)              # an --overwrite killed midway: its old run put back first
     if args.resume and not out.is_dir():
         raise ConfigError(f"--resume: no run to resume in {files.safe_path(out)}")
     if args.resume:
@@ -269,22 +218,26 @@ def _run(exp: Experiment, argv: list[str]) -> int:
     cfg = resolve_config(exp.config_cls, exp.presets, default, preset, overrides, out, args.resume, exp.prog)
     if exp.validate is not None:
         exp.validate(cfg)
+    if exp.prepare is not None and not args.resume:
+        exp.prepare(cfg)          # what the set-up would refuse: before any file is written or set aside
     if writer:
         rundir.check_not_nested(out)
     with (rundir.RunLock(out) if writer else contextlib.nullcontext()):
+        claimed = Claim(out, args.resume)
         try:
-            resume, wrote_config, continuing = _claim(out, cfg, args.resume, args.overwrite, exp) \
-                if writer else (args.resume, False, False)
             if writer:
-                _fingerprint(out, cfg, env, resume)
-            if continuing:
+                claimed = claim(out, cfg, exp.name, resume=args.resume, overwrite_=args.overwrite)
+                _fingerprint(out, cfg, env, claimed.resume)
+            if claimed.continuing:
                 print(f"continuing the run of the same config in {files.safe_path(out)}", file=sys.stderr)
-        except ConfigError:
-            _agree_across_hosts(-1)   # the other hosts must not wait for a run that will not start
+        except BaseException as err:
+            claimed.abandon()
+            if isinstance(err, ConfigError):
+                _agree_across_hosts(-1)   # the other hosts must not wait for a run that will not start
             raise
-        resume = _agree_across_hosts(int(resume)) == 1
+        claimed.resume = _agree_across_hosts(int(claimed.resume)) == 1
         with progress.study(exp.name):
-            _run_main(exp.main, cfg, out, resume, wrote_config, writer, exp.prog)
+            _run_main(exp.main, cfg, claimed, writer, exp.prog)
     if writer:
         _say_left_alone(out)
         print(f"wrote {files.safe_path(out)}")
@@ -292,39 +245,41 @@ def _run(exp: Experiment, argv: list[str]) -> int:
     return 0
 
 
-def _run_main(main, cfg, out: Path, resume: bool, wrote_config: bool, writer: bool, prog: str) -> None:
-    """``main`` in a prompt phase (its training sections defer signals themselves); provenance appended
-    for every part of the run that started, however it ended."""
+def _run_main(main, cfg, claimed: Claim, writer: bool, prog: str) -> None:
+    """``main`` in a prompt phase (its training sections defer signals themselves). A fresh run that fails or is
+    stopped before it started leaves nothing (an --overwrite's old run put back: `Claim.abandon`); a run that
+    started keeps what it wrote and gains a provenance segment, however it ended."""
+    out, resume = claimed.out, claimed.resume
     try:
         with interrupt.prompt():
             main(cfg, out, resume)
         interrupt.check()         # a signal recorded in a deferred section at the very end
     except interrupt.Interrupted as stop:
+        if claimed.aside is not None and claimed.abandon():
+            raise _Stopped(stop, f"stopped by {stop} before the new run started; {_untouched(claimed)}") from None
+        claimed.done()            # a fresh run keeps its config.json: --resume starts it again
         if writer:
             with contextlib.suppress(ConfigError):   # the stop's own line matters more
                 _stamp_provenance(out, resume, f"stopped by {stop}")
-        raise _Stopped(stop, prog, out) from None
+        raise _Stopped(stop, f"stopped by {stop}: {stop_advice(out, prog)}") from None
     except ConfigError as err:
-        if wrote_config and _only_config(out):
-            _remove_fresh_start(out)   # refused at set-up: leave no run behind
-        elif writer:
+        if claimed.abandon():
+            raise ConfigError(f"{err}; {_untouched(claimed)}") from None
+        if writer:
             with contextlib.suppress(ConfigError):
                 _stamp_provenance(out, resume, f"error: {str(err)[:160]}")
         raise
+    except BaseException:
+        claimed.abandon()         # a bug: its traceback follows, but it costs no run
+        raise
+    claimed.done()
     if writer:
         _stamp_provenance(out, resume, "finished")
 
 
-def _only_config(out: Path) -> bool:
-    return {p.name for p in out.iterdir()} <= runinfo.START_FILES | {LOCK, MANIFEST}
-
-
-def _remove_fresh_start(out: Path) -> None:
-    manifest = Manifest(out)
-    for name in runinfo.START_FILES:
-        (out / name).unlink(missing_ok=True)
-        if manifest.exists():
-            manifest.forget(name)
+def _untouched(claimed: Claim) -> str:
+    where = files.safe_path(claimed.out)
+    return f"the earlier run in {where} is as it was" if claimed.aside is not None else f"nothing was left in {where}"
 
 
 def _agree_across_hosts(code: int) -> int:
@@ -341,9 +296,8 @@ def _agree_across_hosts(code: int) -> int:
 
 
 class _Stopped(Exception):
-    def __init__(self, stop: interrupt.Interrupted, prog: str, out: Path):
-        super().__init__(f"stopped by {stop}: the last checkpoint is kept; continue with: "
-                         f"python -m {prog} --out {files.safe_path(out)} --resume")
+    def __init__(self, stop: interrupt.Interrupted, message: str):
+        super().__init__(message)
         self.status = stop.status
 
 
@@ -376,12 +330,3 @@ def run(exp: Experiment, argv: list[str] | None = None) -> int:
     except interrupt.Interrupted as e:   # before the run directory was claimed: nothing to keep
         print(f"stopped by {e}", file=sys.stderr)
         return e.status
-
-
-def _replot(prog: str, run_dir: str, plot_all: Callable[[Path], list[Path]]) -> int:
-    """`python -m experiments.<prog> --replot DIR`: figures from a run's saved results only."""
-    out = Path(run_dir).expanduser()
-    if not (list((out / "results").glob("*.npz")) or list(out.glob("*.npz"))):
-        raise ConfigError(f"--replot {files.safe_path(out)}: no saved results (results/*.npz) of a {prog} run there")
-    print("\n".join(files.safe_path(p) for p in plot_all(out)))
-    return 0

@@ -189,6 +189,12 @@ def parse_overrides(cfg: Any, args: list[str], prog: str = "jaxinit", descriptio
         return cfg
     if "-h" in args or "--help" in args:
         _cli(cfg, ["--help"], prog, description)
+    from jaxinit.run import empty_lists
+    args, empty = empty_lists.take_empty(cfg, list(args))   # --phases.names= where --help says what empty means
+    if not args:
+        parsed = empty_lists.apply(cfg, empty)
+        check_values(parsed)
+        return parsed
     err = io.StringIO()
     old_columns = os.environ.get("COLUMNS")
     os.environ["COLUMNS"] = "1000"   # one rendered line per message, so it condenses to one line
@@ -204,6 +210,7 @@ def parse_overrides(cfg: Any, args: list[str], prog: str = "jaxinit", descriptio
             os.environ.pop("COLUMNS", None)
         else:
             os.environ["COLUMNS"] = old_columns
+    parsed = empty_lists.apply(parsed, empty)
     check_values(parsed)
     return parsed
 

@@ -31,6 +31,8 @@ RUN_FILES = frozenset({
 })
 LOCK = ".lock"
 MANIFEST = ".manifest.json"
+# What the CLI writes into a run directory before the experiment starts (`jaxinit.run.runinfo`).
+START_FILES = frozenset({"config.json", "fingerprint.json", "run.json"})
 KINDS = ("file", "dir", "checkpoint", "run")
 _FORMAT = "jaxinit run manifest 1"
 
@@ -122,6 +124,36 @@ def _legacy(out: Path) -> tuple[dict[str, dict], list[str]]:
     return owned, foreign
 
 
+# --------------------------------------------------------------------------- when a run starts
+# Run directories (real paths) whose new run has not started yet, with what to call once it has
+# (`jaxinit.run.overwrite`: --overwrite keeps the old run set aside until then). A run has started when a
+# path beyond the start files is first recorded in it or below it: a metrics row, a checkpoint, a results
+# file, a figure, a sub-run. Every results writer declares its path here first, so none is missed.
+_WAITING: dict[str, Callable[[], None]] = {}
+
+
+def when_started(out: Path | str, callback: Callable[[], None] | None) -> None:
+    """Call ``callback`` once, when the run in ``out`` records its first path beyond `START_FILES` (None: forget
+    a callback not yet called)."""
+    key = os.path.realpath(out)
+    if callback is None:
+        _WAITING.pop(key, None)
+    else:
+        _WAITING[key] = callback
+
+
+def _note(path: Path) -> None:
+    """``path`` is about to be recorded: a waiting run directory above it whose start files it is not has started."""
+    if not _WAITING:
+        return
+    target = os.path.realpath(path)
+    for key in list(_WAITING):
+        if os.path.commonpath([key, target]) == key and target != key:
+            top = Path(os.path.relpath(target, key)).parts[0]
+            if top not in START_FILES | {LOCK, MANIFEST} and _atomic_twin_of(top) != MANIFEST:
+                _WAITING.pop(key)()
+
+
 # --------------------------------------------------------------------------- the manifest
 class Manifest:
     """The paths a run wrote, in ``out/.manifest.json`` (see the module docstring).
@@ -182,6 +214,7 @@ class Manifest:
         if kind not in KINDS:
             raise ValueError(f"kind must be one of {KINDS}, got {kind!r}")
         rel = self.rel(path)
+        _note(self.out / rel)
         sha = files.sha256_file(self.out / rel) if digest else None
 
         def change(entries):
@@ -215,6 +248,7 @@ class Manifest:
         rename and as ``sha256`` after it, so a kill at any point leaves a file that matches its entry."""
         rel = self.rel(path)
         target = files.check_inside(self.out, self.out / rel)
+        _note(target)
         # A write killed after its rename left the new bytes under "pending": they are the file's now.
         pending = self.entries().get(rel, {}).get("pending") if self.exists() else None
         current = files.sha256_file(target) if pending and _is_file(target) else None

@@ -56,8 +56,10 @@ def provenance() -> dict[str, Any]:
             "device_count": jax.device_count(), "host": socket.gethostname()}
 
 
-# XLA flags known to leave computed values alone (dumps, logs, profiles, caches, the host device count,
-# which only lays members over more devices). Every other flag counts: it may change the numerics.
+# XLA flags known to leave computed values alone (dumps, logs, profiles, caches). Every other flag counts: it may
+# change the numerics. The host device count is left out here because the count itself is recorded
+# (`numeric_environment`'s ``device_count``): members laid over more devices were measured to train to other
+# digits (issue 35: an igb_train smoke run resumed on 2 host devices differed from its first metrics line).
 _INERT_XLA_FLAGS = ("--xla_dump", "--xla_gpu_dump", "--xla_log", "--xla_hlo_profile",
                     "--xla_force_host_platform_device_count", "--xla_gpu_per_fusion_autotune_cache_dir",
                     "--xla_gpu_cuda_data_dir")
@@ -70,9 +72,10 @@ def numeric_xla_flags(text: str) -> list[str]:
 
 def numeric_environment() -> dict[str, Any]:
     """What changes a run's numbers besides its config, for its fingerprint: 64-bit mode, the default
-    matmul precision and PRNG, the platform and device kind, numerics-changing ``XLA_FLAGS`` and the
-    jax / jaxlib versions. Equal dicts promise the same arithmetic; a resume under another one must be
-    refused (`diff_keys` names what changed)."""
+    matmul precision (``JAX_DEFAULT_MATMUL_PRECISION`` included: jax reads it into its config) and PRNG, the
+    platform, device kind and count and the process count, numerics-changing ``XLA_FLAGS`` and the jax / jaxlib
+    versions. Equal dicts promise the same arithmetic; a resume under another one must be refused (`diff_keys`
+    names what changed)."""
     import jax
     ver = versions()
     precision = jax.config.jax_default_matmul_precision
@@ -81,6 +84,7 @@ def numeric_environment() -> dict[str, Any]:
             "default_prng_impl": str(jax.config.jax_default_prng_impl),
             "threefry_partitionable": bool(jax.config.jax_threefry_partitionable),
             "platform": jax.default_backend(), "device_kind": jax.devices()[0].device_kind,
+            "device_count": jax.device_count(), "process_count": jax.process_count(),
             "xla_flags": numeric_xla_flags(os.environ.get("XLA_FLAGS", ""))}
 
 

@@ -187,8 +187,19 @@ def check_not_nested(out: Path) -> None:
                               f"outside that run")
 
 
+def check_outside_runs(out: Path, writes: str) -> None:
+    """The rule for a command that writes into ``out`` without being a run there (``experiments.accel_check
+    --out``, ``python -m jaxinit.forgetting.plotting --out``): ``out`` must be no run directory and lie inside no
+    run's own folders (`check_not_nested`), so no command writes inside another run's folders. ``writes``: what
+    it writes there, for the message."""
+    if is_run_dir(Path(out)):
+        raise ConfigError(f"--out {safe_path(out)} is a run directory; {writes} is written only outside runs "
+                          f"(choose another --out)")
+    check_not_nested(Path(out))
+
+
 # --------------------------------------------------------------------------- deleting the run's own files
-def clear_owned(out: Path, only: tuple[str, ...] | None = None) -> list[str]:
+def clear_owned(out: Path, only: tuple[str, ...] | None = None, *, aside: Path | None = None) -> list[str]:
     """Delete the run's own files and nothing else; returns what was kept (relative paths: replaced
     files, and folders or checkpoints that still hold something that is not the run's).
 
@@ -197,55 +208,89 @@ def clear_owned(out: Path, only: tuple[str, ...] | None = None) -> list[str]:
     checkpoint loses orbax's entries, a recorded sub-run is cleared the same way, and a folder is
     removed only once empty. ``only``: top-level names to restrict to (the sink's stale
     ``("summary.json", "figures")``). The lock and the manifest stay (the manifest keeps what is left).
+
+    ``aside``: a folder on the same file system (`jaxinit.run.overwrite`): everything that would be deleted
+    is renamed to its relative path there instead, and the manifest's bytes (of every sub-run too) are
+    copied there first, so the directory can be put back exactly as it was.
     """
     m = Manifest(out)
     entries = m.entries() if m.exists() else _legacy(out)[0]
+    if aside is not None and m.exists():
+        aside.mkdir(parents=True, exist_ok=True)
+        shutil.copy2(m.path, aside / MANIFEST)
     chosen = [rel for rel in entries if only is None or rel.split("/")[0] in only]
     kept: list[str] = []
     top = os.path.realpath(out)
+    drop = _Drop(aside)
     for rel in sorted(chosen, key=lambda r: (-r.count("/"), r)):
         p, entry = out / rel, entries[rel]
         if os.path.commonpath([top, os.path.realpath(p.parent)]) != top:
             kept.append(rel)      # reached through a link out of the run (figures -> /elsewhere): not ours
             continue
         try:
-            gone = _remove(p, entry, kept, rel)
+            gone = _remove(p, entry, kept, rel, drop)
         except OSError as err:
             raise ConfigError(f"cannot remove {safe_path(p)} ({err.strerror or err}); nothing else was "
                               f"touched") from None
         if gone:
             entries.pop(rel)
+    if m.exists() and only is None:
+        stale = [t for t in out.iterdir() if _atomic_twin_of(t.name) == MANIFEST and _is_file(t)]
+        for twin in stale:        # a manifest write killed before its rename: the run's own, never a user's
+            drop(twin, twin.name)
     if m.exists():
         m._save(entries)
     return sorted(kept)
 
 
-def _remove(p: Path, entry: dict, kept: list[str], rel: str) -> bool:
+class _Drop:
+    """How `clear_owned` removes a path: deleted, or renamed to the same relative path under ``aside``."""
+
+    def __init__(self, aside: Path | None):
+        self.aside = aside
+
+    def __call__(self, p: Path, rel: str) -> None:
+        if self.aside is None:
+            shutil.rmtree(p) if _is_dir(p) else p.unlink()
+            return
+        target = self.aside / rel
+        if _is_dir(p) and target.is_dir():
+            p.rmdir()             # emptied already: its contents went there one by one
+            return
+        target.parent.mkdir(parents=True, exist_ok=True)
+        os.rename(p, target)
+
+    def below(self, rel: str) -> Path | None:
+        return None if self.aside is None else self.aside / rel
+
+
+def _remove(p: Path, entry: dict, kept: list[str], rel: str, drop: _Drop) -> bool:
     """Remove one entry; True once nothing of it is left (it is then dropped from the manifest)."""
     kind = entry["kind"]
+    parent = posixpath.dirname(rel)
     if kind == "file":
         for twin in p.parent.glob(f".{glob.escape(p.name)}.*.tmp") if _is_dir(p.parent) else ():
             if _is_file(twin):
-                twin.unlink()
+                drop(twin, posixpath.join(parent, twin.name))
         if not os.path.lexists(p):
             return True
         if _is_file(p) and _digest_ok(p, entry):
-            p.unlink()
+            drop(p, rel)
             return True
     elif kind == "checkpoint":
         twins = sorted(p.parent.glob(f"{glob.escape(p.name)}{ORBAX_TMP}*")) if _is_dir(p.parent) else []
         for step in [*twins, p]:
-            if os.path.lexists(step) and not _remove_step(step):
-                kept.append(posixpath.join(posixpath.dirname(rel), step.name))
+            if os.path.lexists(step) and not _remove_step(step, posixpath.join(parent, step.name), drop):
+                kept.append(posixpath.join(parent, step.name))
         return not os.path.lexists(p)
     elif kind == "run":
         if not os.path.lexists(p):
             return True
         if _is_dir(p):
-            kept.extend(f"{rel}/{k}" for k in clear_owned(p))
+            kept.extend(f"{rel}/{k}" for k in clear_owned(p, aside=drop.below(rel)))
             if {c.name for c in p.iterdir()} <= {LOCK, MANIFEST}:
                 for name in (LOCK, MANIFEST):
-                    (p / name).unlink(missing_ok=True)
+                    (p / name).unlink(missing_ok=True)   # (with ``aside``, the manifest's copy is there)
                 p.rmdir()
                 return True
             kept.append(rel)
@@ -254,7 +299,7 @@ def _remove(p: Path, entry: dict, kept: list[str], rel: str) -> bool:
         if not os.path.lexists(p):
             return True
         if _is_dir(p) and not any(p.iterdir()):
-            p.rmdir()
+            drop(p, rel)
             return True
         kept.append(rel)
         return not _is_dir(p)   # a folder holding what is not ours stays recorded; a link in its place does not
@@ -262,24 +307,22 @@ def _remove(p: Path, entry: dict, kept: list[str], rel: str) -> bool:
     return True         # a replaced file, a link in place of a folder: not ours any more
 
 
-def _remove_step(step: Path) -> bool:
-    """Delete orbax's entries of a step folder (never a nested run); True if the folder is gone."""
+def _remove_step(step: Path, rel: str, drop: _Drop) -> bool:
+    """Remove orbax's entries of a step folder (never a nested run); True if the folder is gone."""
     if not _is_dir(step) or is_run_dir(step):
         return False
     for c in step.iterdir():
-        if c.name.partition(ORBAX_TMP)[0] in STEP_ENTRIES:
-            if _is_dir(c):
-                shutil.rmtree(c)
-            elif not c.is_dir():
-                c.unlink()
+        if c.name.partition(ORBAX_TMP)[0] in STEP_ENTRIES and (_is_dir(c) or not c.is_dir()):
+            drop(c, f"{rel}/{c.name}")
     if any(step.iterdir()):
         return False
-    step.rmdir()
+    drop(step, rel)
     return True
 
 
 def clear_run(out: Path) -> None:
-    """(`--overwrite`) Delete this run's own files, never anything else; keep the lock (`clear_owned`)."""
+    """Delete this run's own files, never anything else; keep the lock (`clear_owned`). (``--overwrite`` sets
+    them aside instead: `jaxinit.run.overwrite`.)"""
     clear_owned(out)
 
 

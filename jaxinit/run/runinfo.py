@@ -31,14 +31,14 @@ from jaxinit.config import to_dict
 from jaxinit.errors import ConfigError
 from jaxinit.run.config_parse import comparable
 from jaxinit.run.files import safe_path
-from jaxinit.run.manifest import Manifest
+from jaxinit.run.manifest import START_FILES, Manifest
 from jaxinit.run.provenance import numeric_environment, read_run_json
 from jaxinit.run.rundir import diff_keys
 
 FINGERPRINT = "fingerprint.json"
 RUN_JSON = "run.json"
-# What the CLI writes into a run directory before the experiment starts (removed again if set-up refuses it).
-START_FILES = frozenset({"config.json", FINGERPRINT, RUN_JSON})
+# START_FILES (`jaxinit.run.manifest`): config.json, fingerprint.json, run.json, what the CLI writes into a run
+# directory before the experiment starts (removed again if set-up refuses it).
 # What run.json keeps when a part of the run rewrites its timings (`write_run_info`).
 KEPT = ("experiment", "provenance")
 _WHAT = {"config": "its files belong to another config than the one given",
@@ -86,6 +86,8 @@ def check_fingerprint(out: Path, parts: dict, *, from_config_json: bool = False)
     config was read from the run's config.json (the CLI), so a difference is a hand edit of that file."""
     stored, parts = read_fingerprint(out), _plain(parts)
     for key, value in parts.items():
+        if key == "environment" and isinstance(value, dict) and isinstance(stored.get(key), dict):
+            value = {k: v for k, v in value.items() if k in stored[key]}    # a run made before a key was recorded
         if key in stored and stored[key] != value:
             keys = diff_keys(stored[key], value) or [key]
             name = "config.json" if key == "config" and from_config_json else key

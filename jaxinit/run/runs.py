@@ -103,21 +103,57 @@ def load_results(out: Path | str) -> dict[str, dict[str, np.ndarray]]:
 
 
 # --------------------------------------------------------------------------- reading
-def read_json(path: Path) -> Any:
+# No run writes a JSON document (config.json, run.json, summary.json) near this size; a larger one is not a run's,
+# and parsing it could exhaust memory (a 3 GB summary.json did) before it failed.
+MAX_JSON_BYTES = 256 * 2**20
+
+
+def read_json(path: Path) -> dict:
+    """A run's JSON document, which is always an object; anything else (unreadable, not UTF-8, not JSON, a list or
+    a number, larger than `MAX_JSON_BYTES`) is one `ConfigError` line naming the file."""
     try:
-        return json.loads(path.read_text())
-    except (OSError, ValueError) as err:
+        if path.stat().st_size > MAX_JSON_BYTES:
+            raise ConfigError(f"{files.safe_path(path)} is {path.stat().st_size / 2**30:.3g} GB, larger than any run "
+                              f"writes ({MAX_JSON_BYTES // 2**20} MB); it is not this run's")
+        data = json.loads(path.read_bytes().decode("utf-8"))
+    except ConfigError:
+        raise
+    except (OSError, ValueError, MemoryError, RecursionError) as err:
         raise ConfigError(f"{files.safe_path(path)} is not readable JSON ({type(err).__name__})") from None
+    if not isinstance(data, dict):
+        raise ConfigError(f"{files.safe_path(path)} is not a JSON object (it holds a {type(data).__name__}); it is "
+                          f"not this run's")
+    return data
 
 
 def read_jsonl(path: str | Path) -> list[dict[str, Any]]:
-    """Rows of a JSON-lines file (metrics.jsonl).
+    """Rows of a JSON-lines file (metrics.jsonl): one JSON object a line.
 
-    A killed run may leave a truncated last line: it is dropped. An unparsable line anywhere else
-    is corruption and raises `ConfigError` (a ValueError) naming the line. NaN / Infinity tokens
-    (python's json) are accepted.
+    A killed run may leave a truncated last line: it is dropped. A line anywhere else that is not a JSON object
+    (does not parse, is not UTF-8, is a list) is corruption and raises `ConfigError` (a ValueError) naming the
+    file and the line. NaN / Infinity tokens (python's json) are accepted.
     """
-    lines = Path(path).read_text().splitlines()
+    return [row for _, row in _numbered_rows(path)]
+
+
+def read_rows(path: str | Path, keys: tuple[str, ...] = ("member", "epoch")) -> list[dict[str, Any]]:
+    """`read_jsonl` of metrics rows whose ``keys`` are non-negative integers (what the readers index by); a row
+    without them is one `ConfigError` line naming the file and the line."""
+    numbered = _numbered_rows(path)
+    for n, row in numbered:
+        bad = [k for k in keys if type(row.get(k)) is not int or row[k] < 0]
+        if bad:
+            raise ConfigError(f"{files.safe_path(path)}: line {n} has {bad[0]} {json.dumps(row.get(bad[0]))[:40]}, "
+                              f"not a count (the file is damaged)")
+    return [row for _, row in numbered]
+
+
+def _numbered_rows(path: str | Path) -> list[tuple[int, dict[str, Any]]]:
+    """(1-based line number, row) of every JSON object line (`read_jsonl`'s rules)."""
+    try:
+        lines = Path(path).read_bytes().split(b"\n")
+    except (OSError, MemoryError) as err:
+        raise ConfigError(f"{files.safe_path(path)} is not readable ({type(err).__name__})") from None
     while lines and not lines[-1].strip():
         lines.pop()
     rows = []
@@ -125,11 +161,14 @@ def read_jsonl(path: str | Path) -> list[dict[str, Any]]:
         if not line.strip():
             continue
         try:
-            rows.append(json.loads(line))
-        except json.JSONDecodeError:
+            row = json.loads(line.decode("utf-8"))
+            if not isinstance(row, dict):
+                raise ValueError("not a JSON object")
+        except (ValueError, RecursionError):
             if n == len(lines) - 1:
                 break  # the partial write of an interrupted run
-            raise ConfigError(f"{files.safe_path(path)}: line {n + 1} is not JSON") from None
+            raise ConfigError(f"{files.safe_path(path)}: line {n + 1} is not JSON (an object a line)") from None
+        rows.append((n + 1, row))
     return rows
 
 

@@ -99,6 +99,9 @@ class RunFiles:
         if not self.metrics.exists() or not self.metrics.stat().st_size:
             return None
         rows, bad = scan(self.metrics)
+        if not bad and all(r["epoch"] == 0 for r in rows):
+            return None     # nothing after the evaluation at init, which is redone anyway: start over (a run killed
+                            # while its first checkpoint was written has nothing to lose)
         try:
             kept = plan_rows(rows, self.n_members, self.plan.epochs, {0}, self.plan)
         except MissingRows as why:
@@ -133,8 +136,8 @@ class RunFiles:
     def _resume(self, states):
         rows, bad = scan(self.metrics)
         if bad and self.writer:
-            print(f"{files.safe_path(self.metrics)}: line(s) {bad[:5]} unreadable; those evaluations are redone "
-                  f"from a checkpoint", file=sys.stderr)
+            print(f"{files.safe_path(self.metrics)}: line(s) {bad[:5]} unreadable or damaged; those evaluations are "
+                  f"redone from a checkpoint", file=sys.stderr)
         n = self.n_members
         planned: dict[str, Any] = {}
 
@@ -278,12 +281,19 @@ def scan(path: Path) -> tuple[list[dict], list[int]]:
             continue
         try:
             row = json.loads(line)
-            if not isinstance(row, dict) or not {"member", "epoch"} <= set(row):
-                raise ValueError
-            rows.append(row)
         except ValueError:
+            row = None
+        if _row_ok(row):
+            rows.append(row)
+        else:
             bad.append(n)
     return rows, bad
+
+
+def _row_ok(row: Any) -> bool:
+    """A metrics row names its member and epoch as non-negative integers (``"epoch": null``, ``"member": "a"`` or
+    ``"epoch": 1e400`` are damage, like a line that does not parse)."""
+    return isinstance(row, dict) and all(type(row.get(k)) is int and row[k] >= 0 for k in ("member", "epoch"))
 
 
 def expected_epochs(upto: int, plan) -> list[int]:
