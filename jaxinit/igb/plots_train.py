@@ -22,6 +22,7 @@ from matplotlib.ticker import NullFormatter, ScalarFormatter
 
 from jaxinit.igb import results as results_schema
 from jaxinit.runs import load_results
+from jaxinit.igb.summary_prejudice import member_index
 from jaxinit.igb.summary_train import member_measures
 from jaxinit.shared import selection, sink
 from jaxinit.shared.phases import PHASES
@@ -85,7 +86,7 @@ def plot_fmax_grid(results: dict[str, dict], absorb_margin: float) -> Figure:
     for r in results.values():
         ax = axes[acts.index(str(r["act"])), depths.index(int(r["depth"]))]
         for k, (p, role) in enumerate(_phases(r)):
-            idx = np.flatnonzero(r["point"] == p)
+            idx = member_index(r, p)
             col = _color(role, k)
             ax.plot(_steps_axis(r), r["test_fmax"][:, idx].mean(1), color=col, lw=1.6, label=_label(r, p))
             ax.plot(_steps_axis(r), r["test_fmax"][:, idx], color=col, lw=0.4, alpha=0.5)
@@ -111,7 +112,7 @@ def _per_phase(results, act, opt, value):
     for r in sorted((r for r in results.values() if str(r["act"]) == act and str(r["optimizer"]) == opt),
                     key=lambda r: int(r["depth"])):
         for p, role in _phases(r):
-            v = np.asarray(value(r, np.flatnonzero(r["point"] == p)), float)
+            v = np.asarray(value(r, member_index(r, p)), float)
             out.setdefault(role, []).append((int(r["depth"]), v))
     return out
 
@@ -205,7 +206,7 @@ def plot_depth_over_xi(results: dict[str, dict], absorb_margin: float, absorb_ac
         a = acts.index(str(r["act"]))
         reach = member_measures(r, absorb_margin, absorb_acc_margin)[0]
         for k, (p, role) in enumerate(_phases(r)):
-            idx = np.flatnonzero(r["point"] == p)
+            idx = member_index(r, p)
             x = float(r["point_depth_over_xi_c"][p])
             final, steps = r["test_acc"][-1, idx], np.where(np.isfinite(reach[idx]), reach[idx], 1.5 * n_steps)
             style = dict(color=_color(role, k), marker=markers[int(r["depth"])])
@@ -230,7 +231,7 @@ def plot_curves(r: dict) -> Figure:
     axes = fig.subplots(1, 4)
     worst = np.nanmin(r["test_class_acc"], axis=-1)
     for k, (p, role) in enumerate(_phases(r)):
-        idx = np.flatnonzero(r["point"] == p)
+        idx = member_index(r, p)
         col = _color(role, k)
         for ax, values in zip(axes, (r["test_fmax"], r["train_acc"], r["test_acc"], worst)):
             ax.plot(_steps_axis(r), values[:, idx].mean(1), color=col, label=_label(r, p))
