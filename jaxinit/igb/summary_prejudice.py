@@ -74,6 +74,20 @@ def absorption(r: dict, window: int) -> np.ndarray:
     return prejudice.absorption(r["step"], g, r["test_acc"], r["test_acc"][:, null], g[:, null], window)
 
 
+def gauss_theory(r: dict, p: int) -> float | None:
+    """E f_max at init on independent Gaussian inputs (c0 = 0, q0 = 1), docs/theory.md section 5: `theory.igb.fmax_mean`
+    at gamma = c / (1 - c) of the readout's mean-field c (`theory.meanfield.propagate` through the L hidden layers
+    and the readout); None where the activation has no such map."""
+    from theory import igb, meanfield
+    try:
+        c = float(np.asarray(meanfield.propagate(float(r["point_sigma_w2"][p]), float(r["point_sigma_b2"][p]),
+                                                 str(r["act"]), int(r["depth"]) + 1, q0=1.0, c0=0.0)[1])[-1])
+        gamma = np.inf if c >= 1 else c / (1 - c)
+        return float(igb.fmax_mean(gamma, int(np.shape(r["test_class_acc"])[-1])))
+    except (KeyError, ValueError):
+        return None
+
+
 def point_prejudice(r: dict, window: int, absorbed: np.ndarray | None = None) -> list[dict]:
     """One dict per point (module docstring), in the case's order."""
     g = gap(r)
@@ -92,6 +106,8 @@ def point_prejudice(r: dict, window: int, absorbed: np.ndarray | None = None) ->
                f"recall_gap_last{LATE}": _mean_ci(late_mean(r, g)[idx])}
         if gauss is not None:
             row.update(gauss_fmax_init=_mean_ci(gauss[0, idx]), gauss_fmax_final=_mean_ci(gauss[-1, idx]))
+            if not centred.is_twin(role):
+                row["gauss_fmax_init_theory"] = gauss_theory(r, p)
         if has_null:
             steps = absorbed[idx]
             k = int(np.isfinite(steps).sum())
