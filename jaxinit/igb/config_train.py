@@ -193,13 +193,13 @@ final accuracy against rate; one reported seed."""
 CPU_W128 = IGBTrainConfig(model=MLPConfig(acts=("tanh", "relu"), width=128, depths=(100,)),
                           phases=PhaseConfig(seeds=8), grid=GridConfig(seeds=0), opt=SELECT, train=FAIR_TRAIN)
 """`CPU` at width 128 (the width dependence of the verdict) and ReLU (ordered, EOC, chaotic-deep) at depth 100."""
-CROSSED = IGBTrainConfig(model=MLPConfig(acts=("tanh",), width=128, depths=(16, 32, 64, 100)),
+CROSSED = IGBTrainConfig(model=MLPConfig(acts=("tanh",), width=128, depths=(16, 32, 64)),
                          phases=PhaseConfig(xi_targets=(2.0, 4.0, 6.0, 8.0), seeds=8), grid=GridConfig(seeds=0),
                          opt=SELECT, train=dataclasses.replace(FAIR_TRAIN, dense_every=2))
-"""The crossed design (`jaxinit.igb.crossed`, `jaxinit.igb.summary_crossed`): tanh, width 128, at depths 16 / 32 / 64 /
-100 the EOC and the points at L / xi_c = 2, 4, 6, 8 on both sides of it (the chaotic side up to sigma_w2 = 20: at
+"""The crossed design (`jaxinit.igb.crossed`, `jaxinit.igb.summary_crossed`): tanh, width 128, at depths 16 / 32 / 64
+the EOC and the points at L / xi_c = 2, 4, 6, 8 on both sides of it (the chaotic side up to sigma_w2 = 20: at
 depth 16 only r = 2 and 4, both neutral), each at its own rate, 8 seeds, 300 steps: does depth add anything once
-L / xi_c is known, and where is the threshold."""
+L / xi_c is known, and where is the threshold. Depth 100 (``--model.depths=16,32,64,100``) doubles the cost."""
 PREJUDICE = IGBTrainConfig(model=MLPConfig(acts=("tanh", "relu"), width=128, depths=(20,)),
                            phases=PhaseConfig(seeds=8, centred=True), grid=GridConfig(seeds=0), opt=SELECT,
                            train=FAIR_TRAIN)
@@ -240,7 +240,7 @@ PRESETS = Presets({
     "rates_d100": Preset(RATES_D100, "ordered-deep and neutrality of cpu, every rate for the full 300 steps on 2 "
                                      "seeds; decides 'fails at every rate'"),
     "crossed": Preset(CROSSED, "tanh width 128, L / xi_c = 0, 2, 4, 6, 8 on both sides of the EOC at depths "
-                               "16/32/64/100, 8 seeds; decides whether depth adds to L / xi_c, and the threshold"),
+                               "16/32/64, 8 seeds; decides whether depth adds to L / xi_c, and the threshold"),
     "prejudice": Preset(PREJUDICE, "tanh and ReLU phases at depth 20 with centred twins (the null), 8 seeds; "
                                    "decides transient vs persistent prejudice on the recall gap"),
     "cpu_w128": Preset(CPU_W128, "cpu at width 128, tanh and ReLU (width dependence; ReLU at depth 100)"),
