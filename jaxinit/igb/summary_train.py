@@ -163,3 +163,17 @@ def metric_rows(results: dict[str, dict]) -> list[dict]:
                 row.update({k: r[k][e, j].tolist() for k in CLASS_METRICS})
                 rows.append(row)
     return to_json(rows)
+
+
+def summarize_saved(out) -> dict:
+    """summary.json recomputed by this code from a finished run's ``results/*.npz`` and its config.json's ``train``
+    section (what the docs quote where the summary code changed after the run)."""
+    import dataclasses
+    import json
+    from pathlib import Path
+
+    from jaxinit.runs import load_results
+    results = load_results(out)
+    saved = json.loads((Path(out) / "config.json").read_text())["train"]
+    fields = {f.name for f in dataclasses.fields(TrainLoopConfig)}
+    return summarize_all(results, TrainLoopConfig(**{k: v for k, v in saved.items() if k in fields}))
