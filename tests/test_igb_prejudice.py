@@ -109,3 +109,24 @@ def test_gaussian_inputs_on_the_sphere():
     np.testing.assert_allclose((x ** 2).mean(axis=1), 1.0, rtol=1e-5)
     assert np.array_equal(x, prejudice.gaussian_inputs(64, 30, seed=3))
     assert abs(x.mean()) < 0.05
+
+
+def test_a_null_that_reaches_the_largest_gap_decides_nothing():
+    """Null nets whose errors are all on one class at every accuracy: their threshold sits at the largest possible
+    gap, so no evaluation is informative and nothing is absorbed, however small its gap."""
+    acc_null = np.linspace(0.5, 1.0, 200)
+    gap_null = prejudice.max_gap(acc_null)
+    thr = prejudice.null_threshold(np.array([0.7, 0.9]), acc_null, gap_null)
+    assert not prejudice.informative(thr, np.array([0.7, 0.9])).any()
+    steps = np.arange(0, 200, 10)
+    assert np.isnan(prejudice.absorption(steps, np.zeros((20, 2)), np.full((20, 2), 0.9), acc_null, gap_null)).all()
+    labels = np.repeat([0, 1], 200)        # an informative (binomial) null absorbs the same nets
+    acc_b, gap_b = _neutral_null(labels, np.random.default_rng(2), 400)
+    assert (prejudice.absorption(steps, np.zeros((20, 2)), np.full((20, 2), 0.9), acc_b, gap_b) == 0).all()
+
+
+def test_balanced_accuracy_and_the_largest_gap():
+    np.testing.assert_allclose(prejudice.balanced_accuracy(np.array([[1.0, 0.8], [0.9, np.nan]])), [0.9, 0.9])
+    np.testing.assert_allclose(prejudice.max_gap(np.array([0.5, 0.9, 0.2]), 2), [0.5, 0.1, 0.2])
+    assert prejudice.max_gap(0.5, 10) == pytest.approx(0.5)
+    assert prejudice.recall_gap(np.array([1.0, 0.8])) == pytest.approx(prejudice.max_gap(0.9))   # all errors on one class

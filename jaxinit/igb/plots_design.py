@@ -85,17 +85,21 @@ def plot_prejudice(results: dict[str, dict], window: int) -> Figure:
                 ax.plot(np.maximum(r["step"], 0.5), np.nanmean(v[:, idx], 1), color=c, lw=1.5, label=role)
                 if tw.size:
                     ax.plot(np.maximum(r["step"], 0.5), np.nanmean(v[:, tw], 1), "--", color=c, lw=1.2)
-            axes[row, 2].plot(r["test_acc"][:, idx].ravel(), g[:, idx].ravel(), ".", color=c, ms=2, alpha=0.5)
+            b = summary_prejudice.balanced(r)
+            axes[row, 2].plot(b[:, idx].ravel(), g[:, idx].ravel(), ".", color=c, ms=2, alpha=0.5)
+        b = summary_prejudice.balanced(r)
         grid = np.linspace(0.45, 1.0, 111)
-        thr = prejudice.null_threshold(grid, r["test_acc"][:, null], g[:, null])
+        thr = prejudice.null_threshold(grid, b[:, null], g[:, null])
         axes[row, 2].plot(grid, thr, "k-", lw=1.5, label="null: twins' 95 % quantile at matched accuracy")
+        axes[row, 2].plot(grid, prejudice.DEFAULT_INFORMATIVE * prejudice.max_gap(grid, summary_prejudice.n_classes(r)),
+                          "k:", lw=1.2, label=f"{prejudice.DEFAULT_INFORMATIVE:g} x the largest gap possible")
         for col, label in enumerate(("recall gap (test)", "off-distribution f_max (Gaussian inputs)")):
             ax = axes[row, col]
             step_ticks(ax, int(r["step"][-1]))
             ax.set(xlabel="step", ylabel=label, title=f"{r['act']}, depth {int(r['depth'])}: {label}")
             ax.title.set_fontsize(9)
         axes[row, 0].legend(fontsize=8)
-        axes[row, 2].set(xlabel="test accuracy", ylabel="recall gap", title="every evaluation against the null")
+        axes[row, 2].set(xlabel="balanced test accuracy", ylabel="recall gap", title="every evaluation against the null")
         axes[row, 2].title.set_fontsize(9)
         axes[row, 2].legend(fontsize=8, loc="upper right")
     fig.suptitle(f"prejudice measure: each point (solid) and its centred twin (dashed), mean over seeds; absorbed = "

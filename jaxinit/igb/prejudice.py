@@ -10,16 +10,19 @@ Two measures per evaluation and member (docs/igb.md, "Prejudice in training"):
   |x|^2 / d = 1 (`gaussian_inputs`), which carry no label: the part of the initial guessing bias that no data
   correct directly.
 
-**Null** (`null_threshold`): the same measure on nets trained from a neutral init, at matched test accuracy: for a
-measured value at accuracy a, the ``q`` quantile of the null's values (every evaluation of every null member) whose
-accuracy lies within ``halfwidth`` of a; NaN where fewer than ``min_n`` null values match (no verdict there). The
-neutral init is the study's *centred twin* of a point (`jaxinit.igb.centred`): the same draw with the readout bias
-shifted so that the mean logit over reference training inputs is 0 in every class.
+**Null** (`null_threshold`): the same measure on nets trained from a neutral init, at matched balanced accuracy
+b = mean_c r_c (`balanced_accuracy`, the accuracy the recall gap is measured against): for a measured value at b,
+the ``q`` quantile of the null's values (every evaluation of every null member) whose b lies within ``halfwidth``;
+NaN where fewer than ``min_n`` null values match. The neutral init is the study's *centred twin* of a point
+(`jaxinit.igb.centred`): the same draw with the readout bias shifted so that the mean logit over reference training
+inputs is 0 in every class. The null is **informative** at b only where its threshold lies below ``informative`` x
+the largest gap possible there, g_max(b) = min(1 - b, (C - 1) b) (`max_gap`): a null whose own nets reach
+near-maximally lopsided errors at that accuracy cannot tell a prejudiced net from a neutral one.
 
-**Absorbed** (`window_absorption`): the first evaluation t such that the measure is at or below its null threshold
-at every evaluation with step in [t, t + window], and the run reaches t + window (so absorption at the end of a run
-rests on a full window, never on its last evaluation or two). NaN: never. An evaluation without a threshold (too
-few matched null values) breaks a window.
+**Absorbed** (`window_absorption`): the first evaluation t such that the measure is at or below an informative null
+threshold at every evaluation with step in [t, t + window], and the run reaches t + window (so absorption at the end
+of a run rests on a full window, never on its last evaluation or two). NaN: never. An evaluation without a threshold
+(too few matched null values) or with an uninformative one breaks a window: no evidence either way.
 """
 from __future__ import annotations
 
@@ -29,6 +32,7 @@ DEFAULT_WINDOW = 50
 DEFAULT_HALFWIDTH = 0.05
 DEFAULT_QUANTILE = 0.95
 DEFAULT_MIN_N = 20
+DEFAULT_INFORMATIVE = 0.9
 
 
 def gaussian_inputs(n: int, dim: int, seed: int = 12345) -> np.ndarray:
@@ -45,6 +49,20 @@ def recall_gap(class_acc) -> np.ndarray:
     top = np.max(np.where(finite, r, -np.inf), axis=-1)
     mean = np.where(finite, r, 0.0).sum(axis=-1) / np.maximum(n, 1)
     return np.where(n > 0, top - mean, np.nan)
+
+
+def balanced_accuracy(class_acc) -> np.ndarray:
+    """b = mean_c r_c over the classes with a finite recall (last axis)."""
+    r = np.asarray(class_acc, float)
+    finite = np.isfinite(r)
+    return np.where(finite.any(axis=-1), np.where(finite, r, 0.0).sum(axis=-1) / np.maximum(finite.sum(axis=-1), 1),
+                    np.nan)
+
+
+def max_gap(b, n_classes: int = 2) -> np.ndarray:
+    """The largest recall gap at balanced accuracy b: min(1 - b, (C - 1) b)."""
+    b = np.asarray(b, float)
+    return np.minimum(1 - b, (n_classes - 1) * b)
 
 
 def null_threshold(acc, acc_null, measure_null, halfwidth: float = DEFAULT_HALFWIDTH,
@@ -88,20 +106,29 @@ def window_absorption(steps_E, ok_EM, window: int = DEFAULT_WINDOW) -> np.ndarra
     return out
 
 
-def prejudiced(measure_EM, acc_EM, acc_null, measure_null, **null_kw) -> np.ndarray:
-    """bool (E, M): the measure lies above its null threshold at matched accuracy; an evaluation without a
-    threshold counts as prejudiced (not absorbed: no evidence either way)."""
+def informative(thr, acc, n_classes: int = 2, share: float = DEFAULT_INFORMATIVE) -> np.ndarray:
+    """bool: the null threshold ``thr`` at balanced accuracy ``acc`` lies below ``share`` x `max_gap`."""
+    thr = np.asarray(thr, float)
+    return np.isfinite(thr) & (thr < share * max_gap(acc, n_classes))
+
+
+def prejudiced(measure_EM, acc_EM, acc_null, measure_null, n_classes: int = 2,
+               share: float = DEFAULT_INFORMATIVE, **null_kw) -> np.ndarray:
+    """bool (E, M): the measure lies above its null threshold at matched balanced accuracy ``acc``; an evaluation
+    without a threshold or with an uninformative one (`informative`) counts as prejudiced (not absorbed: no
+    evidence either way)."""
     thr = null_threshold(acc_EM, acc_null, measure_null, **null_kw)
     m = np.asarray(measure_EM, float)
-    return ~(np.isfinite(thr) & np.isfinite(m) & (m <= thr))
+    return ~(informative(thr, acc_EM, n_classes, share) & np.isfinite(m) & (m <= thr))
 
 
 def absorption(steps_E, measure_EM, acc_EM, acc_null, measure_null, window: int = DEFAULT_WINDOW,
-               **null_kw) -> np.ndarray:
-    """`window_absorption` of "not `prejudiced`": the first step from which the measure stays within its null for a
-    full window; NaN: never."""
-    return window_absorption(steps_E, ~prejudiced(measure_EM, acc_EM, acc_null, measure_null, **null_kw), window)
+               **kw) -> np.ndarray:
+    """`window_absorption` of "not `prejudiced`": the first step from which the measure stays within an informative
+    null for a full window; NaN: never."""
+    return window_absorption(steps_E, ~prejudiced(measure_EM, acc_EM, acc_null, measure_null, **kw), window)
 
 
-__all__ = ["gaussian_inputs", "recall_gap", "null_threshold", "window_absorption", "prejudiced", "absorption",
-           "DEFAULT_WINDOW", "DEFAULT_HALFWIDTH", "DEFAULT_QUANTILE", "DEFAULT_MIN_N"]
+__all__ = ["gaussian_inputs", "recall_gap", "balanced_accuracy", "max_gap", "null_threshold", "informative",
+           "window_absorption", "prejudiced", "absorption", "DEFAULT_WINDOW", "DEFAULT_HALFWIDTH", "DEFAULT_QUANTILE",
+           "DEFAULT_MIN_N", "DEFAULT_INFORMATIVE"]

@@ -5,10 +5,11 @@ paired difference from its twin.
 Per point (its arm-0 members; `member_index`): the mean over seeds (95 % t interval) of the recall gap at init, at
 step ``early`` and over the last ``late`` steps (mean over those evaluations, per seed), of the off-distribution
 f_max at init and at the end; where the case holds centred twins, absorption on the recall gap (first step of a
-sustained window within the twins' null at matched test accuracy: `prejudice.absorption`), counted k of n with a
-Clopper-Pearson interval and a two-sided Fisher p against the EOC, and, for a point with a twin, the paired
-differences point - twin (same seeds) of the late recall gap, the final off-distribution f_max and the final test
-accuracy, each with a 95 % t interval.
+sustained window within the twins' informative null at matched balanced accuracy: `prejudice.absorption`), counted
+k of n with a Clopper-Pearson interval and a two-sided Fisher p against the EOC, beside the share of the point's
+evaluations at which that null is informative, and, for a point with a twin, the paired differences point - twin
+(same seeds) of the recall gap over steps 1-``early`` and over the last ``late`` steps, the final off-distribution
+f_max and the final test accuracy, each with a 95 % t interval.
 """
 from __future__ import annotations
 
@@ -64,14 +65,37 @@ def null_members(r: dict) -> np.ndarray:
     return np.concatenate([member_index(r, p) for p in twin_points]) if twin_points else np.array([], int)
 
 
+def balanced(r: dict) -> np.ndarray:
+    """Balanced test accuracy (evals, members): the accuracy the recall gap is matched on."""
+    return prejudice.balanced_accuracy(r["test_class_acc"])
+
+
+def n_classes(r: dict) -> int:
+    return int(np.shape(r["test_class_acc"])[-1])
+
+
 def absorption(r: dict, window: int) -> np.ndarray:
-    """Per member: `prejudice.absorption` of the recall gap against the twins' null (NaN: never; all NaN without
-    twins)."""
+    """Per member: `prejudice.absorption` of the recall gap against the twins' null at matched balanced accuracy
+    (NaN: never; all NaN without twins)."""
     null = null_members(r)
-    g = gap(r)
+    g, b = gap(r), balanced(r)
     if not null.size:
         return np.full(g.shape[1], np.nan)
-    return prejudice.absorption(r["step"], g, r["test_acc"], r["test_acc"][:, null], g[:, null], window)
+    return prejudice.absorption(r["step"], g, b, b[:, null], g[:, null], window, n_classes=n_classes(r))
+
+
+def informative_share(r: dict) -> np.ndarray:
+    """Per member: the share of its evaluations at which the twins' null is informative (`prejudice.informative`)."""
+    null = null_members(r)
+    g, b = gap(r), balanced(r)
+    thr = prejudice.null_threshold(b, b[:, null], g[:, null])
+    return prejudice.informative(thr, b, n_classes(r)).mean(axis=0)
+
+
+def window_mean(r: dict, values_EM: np.ndarray, first: int, last: int) -> np.ndarray:
+    """Per member, the mean of ``values`` over the evaluations with step in [first, last]."""
+    steps = np.asarray(r["step"])
+    return np.nanmean(values_EM[(steps >= first) & (steps <= last)], axis=0)
 
 
 def gauss_theory(r: dict, p: int) -> float | None:
@@ -94,6 +118,7 @@ def point_prejudice(r: dict, window: int, absorbed: np.ndarray | None = None) ->
     gauss = r.get("gauss_fmax")
     has_null = null_members(r).size > 0
     absorbed = absorption(r, window) if absorbed is None else absorbed
+    informative = informative_share(r) if has_null else None
     pairs = twins(r)
     early = _at(r, EARLY)
     rows = []
@@ -112,12 +137,14 @@ def point_prejudice(r: dict, window: int, absorbed: np.ndarray | None = None) ->
             steps = absorbed[idx]
             k = int(np.isfinite(steps).sum())
             row["absorbed"] = {"steps": [None if not np.isfinite(s) else int(s) for s in steps], "k": k,
-                               "n": int(idx.size), "ci95": binomial_interval(k, int(idx.size))}
+                               "n": int(idx.size), "ci95": binomial_interval(k, int(idx.size)),
+                               "null_informative_share": _mean_ci(informative[idx])}
         if p in pairs:
             tw = member_index(r, pairs[p])
             m = min(idx.size, tw.size)
             diff = lambda v: _mean_ci(v[idx[:m]] - v[tw[:m]])
-            row["minus_twin"] = {f"recall_gap_last{LATE}": diff(late_mean(r, g)),
+            row["minus_twin"] = {f"recall_gap_steps1to{EARLY}": diff(window_mean(r, g, 1, EARLY)),
+                                 f"recall_gap_last{LATE}": diff(late_mean(r, g)),
                                  "final_test_acc": diff(r["test_acc"][-1])}
             if gauss is not None:
                 row["minus_twin"]["gauss_fmax_final"] = diff(gauss[-1])

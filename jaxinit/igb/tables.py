@@ -71,8 +71,8 @@ def prejudice_table(run: dict) -> str:
     """Per point: recall gap at init, step 50 and over the last 100 steps; off-distribution f_max at init (theory)
     and at the end; absorbed on the recall gap k / n [CP] with p vs the EOC; point - twin differences."""
     lines = ["| point | recall gap at init / step 50 / last 100 steps | off-distribution f_max at init (IGB theory) / "
-             "final | absorbed (recall gap, window) [95 % CP], p vs EOC | point - centred twin: recall gap last 100 "
-             "[95 % t] | final off-distribution f_max | final test acc |", "|---|---|---|---|---|---|---|"]
+             "final | absorbed (recall gap, window) [95 % CP], p vs EOC | point - centred twin: recall gap steps 1-50 / "
+             "last 100 [95 % t] | final off-distribution f_max | final test acc |", "|---|---|---|---|---|---|---|"]
     for row in run["phases"]:
         q = row.get("prejudice", {})
         m = lambda d: "-" if not d or d.get("mean") is None else f"{d['mean']:.3f}"
@@ -80,11 +80,13 @@ def prejudice_table(run: dict) -> str:
         gap50 = next((v for k, v in q.items() if k.startswith("recall_gap_step")), None)
         theory = q.get("gauss_fmax_init_theory")
         a = q.get("absorbed")
-        absorbed = "-" if not a else f"{_steps(a['steps'])} {_ci(a['ci95'])}, {_p(a.get('fisher_p_vs_eoc'))}"
+        absorbed = "-" if not a else (f"{_steps(a['steps'])} {_ci(a['ci95'])}, {_p(a.get('fisher_p_vs_eoc'))}; null "
+                                      f"informative at {m(a.get('null_informative_share'))} of evaluations")
         tw = q.get("minus_twin", {})
+        early = next((v for k, v in tw.items() if k.startswith("recall_gap_steps1to")), None)
         lines.append(f"| {row['phase']} | {m(q.get('recall_gap_init'))} / {m(gap50)} / {m(q.get('recall_gap_last100'))} | "
                      f"{m(q.get('gauss_fmax_init'))} ({'-' if theory is None else f'{theory:.3f}'}) / "
-                     f"{m(q.get('gauss_fmax_final'))} | {absorbed} | {mc(tw.get('recall_gap_last100'))} | "
+                     f"{m(q.get('gauss_fmax_final'))} | {absorbed} | {mc(early)} / {mc(tw.get('recall_gap_last100'))} | "
                      f"{mc(tw.get('gauss_fmax_final'))} | {mc(tw.get('final_test_acc'))} |")
     return "\n".join(lines)
 
