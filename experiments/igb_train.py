@@ -47,11 +47,44 @@ def main(cfg: IGBTrainConfig, out: Path, resume: bool) -> None:
         print(f"{name}: target {run['target_acc']:.3f} (x{run['target_of_linear']:g} the linear baseline's "
               f"{run['linear_test_acc']:.3f})", flush=True)
         for row in run["phases"]:
-            print(f"  {row['phase']:>13} sw2={row['sigma_w2']:.3f} lr={row['lr']:.0e}: fmax0 {row['fmax0_mean']:.2f}, "
-                  f"absorbed at {row['steps_absorbed']}, target at {row['steps_to_target']}, trains "
-                  f"{row['trains']}/{row['n_seeds']}, final test acc {row['final_test_acc_mean']:.3f}", flush=True)
+            print("  " + point_line(row), flush=True)
+    for line in crossed_lines(result.summary.get("crossed", {})):
+        print(line, flush=True)
     for path in plot_all(out):
         print(f"figure {path}")
+
+
+def _steps(steps: list) -> str:
+    """'k/n reached (median m)' of per-seed steps (None: never)."""
+    hit = sorted(s for s in steps if s is not None)
+    return f"{len(hit)}/{len(steps)}" + (f" (median {hit[len(hit) // 2]})" if hit else "")
+
+
+def point_line(row: dict) -> str:
+    """One point of summary.json as a line: its name and theory phase, rates, outcome and absorption."""
+    short = row.get("at_short") or {}
+    at_h = (f", at h's rate {short['lr']:.0e}: trains {short['trains']}/{short['n_seeds']}"
+            if short.get("trained") and not short.get("same_rate") else "")
+    prej = row.get("prejudice", {}).get("absorbed")
+    absorbed = f"; recall-gap absorbed {_steps(prej['steps'])}" if prej else ""
+    return (f"{row['phase']} [{row['theory_phase']}] sigma_w2={row['sigma_w2']:.3f} L/xi_c={row['depth_over_xi_c']:.1f} "
+            f"lr={row['lr']:.0e}: f_max at init {row['fmax0_mean']:.2f}, trains {row['trains']}/{row['n_seeds']}, "
+            f"final test acc {row['final_test_acc_mean']:.3f}, target reached {_steps(row['steps_to_target'])}, "
+            f"sustained absorption {_steps(row['steps_absorbed'])}{absorbed}{at_h}")
+
+
+def crossed_lines(crossed: dict) -> list[str]:
+    """The crossed design's models as lines (summary.json's ``crossed``)."""
+    lines = []
+    for name, a in crossed.items():
+        for h in ("H", "h"):
+            m = a[f"at_{h}"]["models"]
+            r50, lrt, ci = m["M_r"]["r50"], m["M_rd"]["lrt_depth"], m["M_rd"]["depth_coef_ci95"]
+            fmt = lambda v: "open" if v is None else f"{v:.2f}"
+            lines.append(f"{name} at {h}: {m['trains']}/{m['n']} train; depth coefficient per doubling "
+                         f"{m['M_rd']['coef'][2]:+.2f} [{fmt(ci[0])}, {fmt(ci[1])}], LRT p = {lrt['p']:.3g}; "
+                         f"r50 = {r50['value']:.2f} [{fmt(r50['ci95'][0])}, {fmt(r50['ci95'][1])}]")
+    return lines
 
 
 EXPERIMENT = cli.Experiment(name="igb_train", doc=__doc__, presets=PRESETS, default="cpu", main=main, validate=validate, prepare=prepare, replot=plot_all)

@@ -41,7 +41,9 @@ def main(cfg: PhaseDiagramConfig, out: Path, resume: bool) -> None:
         print(f"figure {path}")
     for act in cfg.plot.acts:
         counts = np.bincount(result.arrays[pd.key(act, "phase")].ravel(), minlength=len(phase.PHASE_LEGEND))
-        print(f"{act:>13}: eoc(sigma_b2=0) {result.arrays[pd.key(act, 'eoc_forward')][0]:.6g}, phase counts {counts.tolist()}")
+        named = ", ".join(f"{phase.PHASE_LEGEND[k]} {int(n)}" for k, n in enumerate(counts) if n)
+        print(f"{act:>13}: eoc(sigma_b2=0) {result.arrays[pd.key(act, 'eoc_forward')][0]:.6g}; grid points per "
+              f"phase: {named}")
     print(f"phase diagrams done in {time.perf_counter() - t0:.1f} s")
 
 

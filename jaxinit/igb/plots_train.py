@@ -22,6 +22,7 @@ from matplotlib.ticker import NullFormatter, ScalarFormatter
 
 from jaxinit.igb import results as results_schema
 from jaxinit.run.runs import load_results
+from jaxinit.igb.summary_prejudice import member_index
 from jaxinit.igb.summary_train import member_measures
 from jaxinit.shared import selection, sink
 from jaxinit.shared.phases import PHASES
@@ -60,6 +61,8 @@ def train_figures(results: dict[str, dict], absorb_margin: float = 0.05,
         figures[f"curves_{name}"] = plot_curves(r)
         if (r["role"] == "grid").any():
             figures[f"overlay_{name}"] = plot_overlay(r)
+    from jaxinit.igb.plots_design import design_figures
+    figures.update(design_figures(results))
     return figures
 
 
@@ -76,6 +79,28 @@ def _steps_axis(r) -> np.ndarray:
     return np.maximum(r["step"], 0.5)
 
 
+def step_ticks(ax, last: int) -> None:
+    """A log step axis with step 0 drawn at 0.5: major ticks 0, 1, 10, 100, ... labelled as plain numbers, no
+    minor labels (labels that cannot overlap)."""
+    ticks = [0.5] + [10.0 ** k for k in range(0, int(np.log10(max(last, 1))) + 1)]
+    ax.set_xscale("log")
+    ax.set_xticks(ticks, ["0"] + [f"{int(t)}" for t in ticks[1:]])
+    ax.xaxis.set_minor_formatter(NullFormatter())
+    ax.set_xlim(0.4, last * 1.3)
+
+
+def never_axis(ax, n_steps: int, label: str) -> float:
+    """A log axis of step counts from 1 to past the run, 'never' drawn at 1.5 x the run on a labelled line; returns
+    that height."""
+    never = 1.5 * n_steps
+    ax.set_yscale("log")
+    ax.set_ylim(0.8, 2.2 * n_steps)
+    ax.axhline(never, color="gray", lw=0.6)
+    ax.text(0.02, never * 1.08, f"never (in {n_steps} steps)", transform=ax.get_yaxis_transform(), fontsize=8)
+    ax.set_ylabel(label)
+    return never
+
+
 def plot_fmax_grid(results: dict[str, dict], absorb_margin: float) -> Figure:
     """Test f_max over steps, per phase (mean over seeds thick, seeds thin); rows activations, columns depths."""
     acts = list(dict.fromkeys(str(r["act"]) for r in results.values()))
@@ -85,16 +110,17 @@ def plot_fmax_grid(results: dict[str, dict], absorb_margin: float) -> Figure:
     for r in results.values():
         ax = axes[acts.index(str(r["act"])), depths.index(int(r["depth"]))]
         for k, (p, role) in enumerate(_phases(r)):
-            idx = np.flatnonzero(r["point"] == p)
+            idx = member_index(r, p)
             col = _color(role, k)
             ax.plot(_steps_axis(r), r["test_fmax"][:, idx].mean(1), color=col, lw=1.6, label=_label(r, p))
             ax.plot(_steps_axis(r), r["test_fmax"][:, idx], color=col, lw=0.4, alpha=0.5)
         share = float(r["majority_share"])
         ax.axhspan(share - absorb_margin, share + absorb_margin, color="gray", alpha=0.15, lw=0)
-        ax.set(xscale="log", ylim=(0.0 if share < 0.4 else 0.45, 1.02), title=f"{r['act']}, depth {int(r['depth'])}")
-        ax.legend(fontsize=6, loc="lower left")
+        ax.set(ylim=(0.0 if share < 0.4 else 0.45, 1.02), title=f"{r['act']}, depth {int(r['depth'])}")
+        step_ticks(ax, int(r["step"][-1]))
+        ax.legend(fontsize=8, loc="lower left")
     for ax in axes[-1]:
-        ax.set_xlabel("step (0 drawn at 0.5)")
+        ax.set_xlabel("step")
     for ax in axes[:, 0]:
         ax.set_ylabel("test f_max")
     first = next(iter(results.values()))
@@ -111,7 +137,7 @@ def _per_phase(results, act, opt, value):
     for r in sorted((r for r in results.values() if str(r["act"]) == act and str(r["optimizer"]) == opt),
                     key=lambda r: int(r["depth"])):
         for p, role in _phases(r):
-            v = np.asarray(value(r, np.flatnonzero(r["point"] == p)), float)
+            v = np.asarray(value(r, member_index(r, p)), float)
             out.setdefault(role, []).append((int(r["depth"]), v))
     return out
 
@@ -135,7 +161,8 @@ def plot_verdict(results: dict[str, dict], absorb_margin: float, absorb_acc_marg
             for opt in opts:
                 for phase, pts in _per_phase(results, act, opt, value).items():
                     depths = [d for d, _ in pts]
-                    vals = [np.where(np.isfinite(v), v, 1.5 * n_steps) if m < 2 else v for _, v in pts]
+                    vals = [np.where(np.isfinite(v), np.maximum(v, 1.0), 1.5 * n_steps) if m < 2 else v
+                            for _, v in pts]
                     centre = [np.median(v) if m < 2 else v.mean() for v in vals]
                     col = _color(phase, list(_per_phase(results, act, opt, value)).index(phase))
                     ax.plot(depths, centre, OPT_STYLES.get(opt, "-"), color=col, marker="o", ms=3,
@@ -143,12 +170,11 @@ def plot_verdict(results: dict[str, dict], absorb_margin: float, absorb_acc_marg
                     for d, v in zip(depths, vals):
                         ax.plot([d] * len(v), v, ".", color=col, ms=3, alpha=0.5)
             if m < 2:
-                ax.axhline(1.5 * n_steps, color="gray", lw=0.6)
-                ax.set_yscale("symlog", linthresh=1.0)   # absorption at step 0 (an unbiased start) stays drawable
-                ax.set_ylim(0, 2 * n_steps)
-                ax.text(0.02, 0.97, f"top line: never (in {n_steps} steps)", transform=ax.transAxes, fontsize=6, va="top")
-            ax.set(xlabel="depth", ylabel=label, title=f"{act}: {label}")
-        axes[a, 2].legend(fontsize=5, ncol=2, loc="lower left")
+                never_axis(ax, n_steps, f"{label} (step 0 drawn at 1)")
+            ax.set(xlabel="depth", title=f"{act}: {label}")
+            if m == 2:
+                ax.set_ylabel(label)
+        axes[a, 2].legend(fontsize=8, ncol=1, loc="best")
     first = next(iter(results.values()))
     fig.suptitle(f"verdict (each point at its own rate): target {float(first['target_acc']):.3f} test accuracy, "
                  f"sustained absorption within {absorb_margin:g} of the majority share; "
@@ -184,7 +210,7 @@ def plot_lr_selection(results: dict[str, dict]) -> Figure:
         ax.set(xscale="log", xlabel="learning rate", ylabel="validation loss",
                title=f"{r['act']}, depth {int(r['depth'])}, {r['optimizer']}: H = {steps}, h = {short or '-'}")
         ax.title.set_fontsize(8)
-        ax.legend(fontsize=6)
+        ax.legend(fontsize=8)
     for ax in axes[len(cases):]:
         ax.set_visible(False)
     fig.suptitle("selection: each point's own rate (circled: lowest mean validation loss at H, solid; crossed: at h, "
@@ -205,20 +231,20 @@ def plot_depth_over_xi(results: dict[str, dict], absorb_margin: float, absorb_ac
         a = acts.index(str(r["act"]))
         reach = member_measures(r, absorb_margin, absorb_acc_margin)[0]
         for k, (p, role) in enumerate(_phases(r)):
-            idx = np.flatnonzero(r["point"] == p)
+            idx = member_index(r, p)
             x = float(r["point_depth_over_xi_c"][p])
-            final, steps = r["test_acc"][-1, idx], np.where(np.isfinite(reach[idx]), reach[idx], 1.5 * n_steps)
+            final = r["test_acc"][-1, idx]
+            steps = np.where(np.isfinite(reach[idx]), np.maximum(reach[idx], 1.0), 1.5 * n_steps)
             style = dict(color=_color(role, k), marker=markers[int(r["depth"])])
             axes[a, 0].plot([x], [final.mean()], ms=6, ls="none", **style)
             axes[a, 0].plot([x] * len(idx), final, ms=2, ls="none", alpha=0.4, **style)
             axes[a, 1].plot([x], [np.median(steps)], ms=6, ls="none", **style)
     for a, act in enumerate(acts):
         axes[a, 0].set(xlabel="L / xi_c", ylabel="final test accuracy", title=f"{act}: final accuracy")
-        axes[a, 1].set(xlabel="L / xi_c", ylabel="steps to target (median)", yscale="symlog", ylim=(0, 2 * n_steps),
-                       title=f"{act}: steps to target (top line: never)")
-        axes[a, 1].axhline(1.5 * n_steps, color="gray", lw=0.6)
+        never_axis(axes[a, 1], n_steps, "steps to target (median)")
+        axes[a, 1].set(xlabel="L / xi_c", title=f"{act}: steps to target")
     handles = [axes[0, 0].plot([], [], "k" + m, ls="none", label=f"depth {d}")[0] for d, m in markers.items()]
-    axes[0, 0].legend(handles=handles, fontsize=6)
+    axes[0, 0].legend(handles=handles, fontsize=8)
     fig.suptitle("the organising variable: depth over the correlation depth scale xi_c (colour: point)", fontsize=9)
     fig.tight_layout()
     return fig
@@ -230,15 +256,16 @@ def plot_curves(r: dict) -> Figure:
     axes = fig.subplots(1, 4)
     worst = np.nanmin(r["test_class_acc"], axis=-1)
     for k, (p, role) in enumerate(_phases(r)):
-        idx = np.flatnonzero(r["point"] == p)
+        idx = member_index(r, p)
         col = _color(role, k)
         for ax, values in zip(axes, (r["test_fmax"], r["train_acc"], r["test_acc"], worst)):
             ax.plot(_steps_axis(r), values[:, idx].mean(1), color=col, label=_label(r, p))
             ax.plot(_steps_axis(r), values[:, idx], color=col, lw=0.4, alpha=0.5)
     for ax, label in zip(axes, ("test f_max", "train accuracy", "test accuracy", "worst class's test accuracy")):
-        ax.set(xscale="log", xlabel="step (0 drawn at 0.5)", ylabel=label, ylim=(-0.02 if "worst" in label else 0.0, 1.02))
+        ax.set(xlabel="step", ylabel=label, ylim=(-0.02 if "worst" in label else 0.0, 1.02))
+        step_ticks(ax, int(r["step"][-1]))
     axes[2].axhline(float(r["target_acc"]), color="gray", ls=":", lw=0.8)
-    axes[0].legend(fontsize=7)
+    axes[0].legend(fontsize=8)
     fig.suptitle(f"{r['act']}, depth {int(r['depth'])}, width {int(r['width'])}, {r['optimizer']} (each point at its own "
                  f"rate), sigma_b2={r['sigma_b2'][0]:g}: mean over seeds (thick), seeds (thin)", fontsize=9)
     return fig
@@ -255,8 +282,9 @@ def plot_overlay(r: dict) -> Figure:
     sw, sb = r["pd_sigma_w2"], r["pd_sigma_b2"]
     mesh = ax.pcolormesh(sw, sb, img.T, cmap=cmap, vmin=-0.5, vmax=len(codes) - 0.5, shading="nearest")
     cbar = fig.colorbar(mesh, ax=ax, ticks=range(len(codes)))
-    cbar.ax.set_yticklabels(names, fontsize=7)
-    ax.plot(r["pd_eoc"], sb, "k-", lw=1, label="EOC (ReLU: the whole line sigma_w2 = 2)")
+    cbar.ax.set_yticklabels(names, fontsize=8)
+    family = "the whole line sigma_w2 = 2" if str(r["act"]) == "relu" else "chi_1 = 1"
+    ax.plot(r["pd_eoc"], sb, "k-", lw=1, label=f"EOC ({family})")
     ax.plot(r["pd_neutral"], sb, "k--", lw=1, label="neutrality line (c* = 1/2)")
     target_acc = float(r["target_acc"])
     reach = member_measures(r, 0.0, 0.0)[0]
@@ -265,7 +293,7 @@ def plot_overlay(r: dict) -> Figure:
         never = not np.isfinite(s).any()
         text = "never" if never else f"{np.nanmedian(s):.0f}" + ("*" if not np.isfinite(s).all() else "")
         ax.scatter([w], [b], s=70, marker="o" if is_grid else "D", c="w" if never else "k", edgecolors="k", zorder=3)
-        ax.annotate(text, (w, b), textcoords="offset points", xytext=(0, 7), ha="center", fontsize=7)
+        ax.annotate(text, (w, b), textcoords="offset points", xytext=(0, 7), ha="center", fontsize=8)
     ax.set(xscale="log", yscale="log", xlabel="sigma_w2", ylabel="sigma_b2",
            title=f"{r['act']}, depth {int(r['depth'])}, {r['optimizer']} (own rates): steps to {target_acc:.3f} "
                  f"test acc\n(median over seeds; white/never: not in {int(r['step'][-1])} steps; *: some seeds never; "
@@ -276,5 +304,5 @@ def plot_overlay(r: dict) -> Figure:
         axis.set_minor_formatter(NullFormatter())
     ax.set_xticks([t for t in (0.5, 1, 1.5, 2, 3, 4, 5, 7, 10) if sw[0] <= t <= sw[-1]])
     ax.set(xlim=(sw[0], sw[-1]), ylim=(sb[0], sb[-1]))
-    ax.legend(fontsize=6, loc="lower right")
+    ax.legend(fontsize=8, loc="lower right")
     return fig

@@ -21,8 +21,10 @@ from __future__ import annotations
 import warnings
 from pathlib import Path
 
+import numpy as np
+
 from jaxinit import budget, swept
-from jaxinit.igb import reported
+from jaxinit.igb import centred, crossed, prejudice, reported
 from jaxinit.igb.config_train import IGBTrainConfig
 from jaxinit.shared import case_train, nets, phases, selection
 from jaxinit.shared.phases import Case
@@ -32,8 +34,20 @@ from jaxinit.run.sink import writer_for
 
 
 def load_data(cfg: IGBTrainConfig) -> tuple[dict, int, tuple]:
-    """`jaxinit.shared.case_train.load_splits` of ``data`` with ``train.eval_train_n`` training inputs evaluated."""
-    return case_train.load_splits(cfg.data, cfg.train.eval_train_n)
+    """`jaxinit.shared.case_train.load_splits` of ``data`` with ``train.eval_train_n`` training inputs evaluated and
+    ``train.gauss_n`` Gaussian inputs on the sphere (`jaxinit.igb.prejudice.gaussian_inputs`; split ``gauss``,
+    labels 0: only its predicted class frequencies mean anything)."""
+    data, n_classes, shape = case_train.load_splits(cfg.data, cfg.train.eval_train_n)
+    if cfg.train.gauss_n:
+        data["x_gauss"] = prejudice.gaussian_inputs(cfg.train.gauss_n, shape[0])
+        data["y_gauss"] = np.zeros(cfg.train.gauss_n, data["y_test"].dtype)
+    return data, n_classes, shape
+
+
+def model_of(cfg: IGBTrainConfig, data: dict):
+    """The engine model of a case's net: the centred-twin model (`jaxinit.igb.centred.model_of`, on the first
+    `centred.REFERENCE_INPUTS` training inputs) when ``phases.centred``, else None (the net's own)."""
+    return centred.model_of(data["x_train"][:centred.REFERENCE_INPUTS]) if cfg.phases.centred else None
 
 
 def check_setup(cfg: IGBTrainConfig) -> None:
@@ -58,10 +72,16 @@ def study_cases(cfg: IGBTrainConfig) -> dict[str, Case]:
         for depth in cfg.model.depths:
             for optimizer in cfg.sweep.optimizers:
                 gridded = optimizer == cfg.sweep.optimizers[0] and depth in g.depths and g.seeds > 0
-                rows = phases.phase_rows(act, p.sigma_b2, p.seeds, p.names, p.ordered_factor, p.chaotic_factor,
-                                         p.neutral_factor, p.eoc_factors)
+                if p.xi_targets:
+                    rows = crossed.crossed_rows(act, depth, p.sigma_b2, p.xi_targets, p.seeds, p.xi_max_sigma_w2)
+                else:
+                    rows = phases.phase_rows(act, p.sigma_b2, p.seeds, p.names, p.ordered_factor, p.chaotic_factor,
+                                             p.neutral_factor, p.eoc_factors)
+                rows = centred.twin_rows(rows) if p.centred else rows
                 rows += [("grid", sw, sb, g.seeds) for sb in g.sigma_b2 for sw in g.sigma_w2] if gridded else []
                 points = phases.case_points(act, depth, rows)
+                if p.centred:
+                    points["centre"] = np.array([float(centred.is_twin(r)) for r in points["role"]], np.float32)
                 diagram = (phase.diagram_around(act, depth, points["sigma_w2"], points["sigma_b2"], cfg.train.phase_res)
                            if gridded else {})
                 out[f"{act}__d{depth}__{optimizer}"] = Case(act, depth, optimizer, cfg.model.width, points, diagram)
@@ -77,8 +97,9 @@ def choose_rates(cfg: IGBTrainConfig, data: dict, nets_: dict, cases: dict, prog
     if grids:
         opts = case_train.options(batch_size=t.batch_size, data_seed=t.seed, strategy=t.strategy, chunk=t.chunk)
         tables, plan = selection.tables(cases, grids, o.select_seeds), case_train.selection_plan(h)
-        spec = case_train.study(data, tables, cases, nets_, plan, opts, summarize=lambda sweep, rows: (
-            None, case_train.selection_arrays(sweep, rows, cases, grids, o.select_seeds, h)))
+        spec = case_train.study(data, tables, cases, nets_, plan, opts, model_of=model_of(cfg, data),
+                                summarize=lambda sweep, rows: (
+                                    None, case_train.selection_arrays(sweep, rows, cases, grids, o.select_seeds, h)))
         selected = engine.fit(spec, stage="selection", progress=progress).arrays
     return selection.chosen(cases, o.lrs, selected)
 
@@ -90,5 +111,6 @@ def train_phases(cfg: IGBTrainConfig, workdir: str | Path | None = None, *, resu
     cases = study_cases(cfg)
     nets_ = nets.case_nets(cases, n_classes, shape)
     chosen = choose_rates(cfg, data, nets_, cases, progress)
-    spec = reported.reported_study(cfg, data, nets_, cases, chosen, checkpoints=workdir is not None)
+    spec = reported.reported_study(cfg, data, nets_, cases, chosen, checkpoints=workdir is not None,
+                                   model_of=model_of(cfg, data))
     return engine.fit(spec, writer_for(workdir, resume=resume), stage="reported", progress=progress)

@@ -4,7 +4,9 @@ Conventions: accuracies and f_max are fractions in [0, 1]; a step count that was
 None ("never"), and a median over seeds is None when more than half never reached it; accuracy intervals are
 95 % Student-t intervals of the mean over seeds (None for one seed); "trains" (final test accuracy >= the
 target, a fraction of the linear baseline's) is counted k of n with a Clopper-Pearson interval and a
-two-sided Fisher exact p against the case's EOC. Absorption is sustained (`jaxinit.igb.absorption`). The
+two-sided Fisher exact p against the case's EOC, at the rate chosen at the selection horizon and (``at_short``) at
+the short horizon's. Absorption is sustained (`jaxinit.igb.absorption`: the earlier, accuracy-dependent rule) and,
+on the accuracy-independent measure, per point under ``prejudice`` (`jaxinit.igb.summary_prejudice`). The
 measured backward factor is mean |delta_1|^2 / mean |delta_L|^2 at init (hidden layers 1 and L, all training
 inputs of the signal batch), next to the mean-field product along the actual q_l and chi_1^(L-1).
 """
@@ -14,7 +16,8 @@ from typing import Any
 
 import numpy as np
 
-from jaxinit.igb import absorption
+from jaxinit.igb import absorption, summary_crossed, summary_prejudice
+from jaxinit.igb.summary_prejudice import member_index
 from jaxinit.igb.config_train import TrainLoopConfig
 from jaxinit.intervals import binomial_interval, fisher_p, t_interval
 from jaxinit.jsonsafe import to_json
@@ -43,6 +46,28 @@ def _as_steps(v) -> list[int | None]:
 
 def _steps_summary(name: str, steps) -> dict[str, Any]:
     return {name: _as_steps(steps), f"{name}_median": censored_median(steps)}
+
+
+def _verdict(r: dict, idx: np.ndarray, trains) -> dict[str, Any]:
+    """trains k / n with its exact interval and the final test accuracy (mean, t interval) of members ``idx``."""
+    final = r["test_acc"][-1, idx]
+    k, n = int(trains[idx].sum()), int(len(idx))
+    return {"lr": float(r["lr"][idx[0]]) if n else None, "trains": k, "n_seeds": n,
+            "trains_ci95": binomial_interval(k, n), "final_test_acc_mean": float(final.mean()) if n else None,
+            "final_test_acc_ci95": t_interval(final)}
+
+
+def _short_row(r: dict, p: int, trains) -> dict[str, Any] | None:
+    """The verdict at the short horizon's rate: its own members (arm 1) where that rate differs, else the same
+    members as at the horizon (``same_rate``); None without a short horizon."""
+    short = r.get("point_lr_short")
+    if short is None:
+        return None
+    own = member_index(r, p, 1)
+    same = float(short[p]) == float(r["point_lr"][p])
+    if not same and not own.size:
+        return {"lr": float(short[p]), "same_rate": False, "trained": False}
+    return {**_verdict(r, member_index(r, p, 0) if same else own, trains), "same_rate": same, "trained": True}
 
 
 def _point_row(r: dict, p: int, idx: np.ndarray, reach, absorbed, trains) -> dict[str, Any]:
@@ -89,17 +114,23 @@ def summarize(r: dict, t: TrainLoopConfig) -> dict:
     horizon's, its selection curve, seeds' outcomes, "trains" k / n with an exact interval and Fisher's p against
     the EOC), per grid member, the linear baseline and the target."""
     reach, absorbed, trains = member_measures(r, t.absorb_margin, t.absorb_acc_margin)
+    prej = iter(summary_prejudice.point_prejudice(r, t.prejudice_window))
     rows, grid = [], []
     for p, role in enumerate(r["point_role"].tolist()):
-        idx = np.flatnonzero(r["point"] == p)
+        idx = member_index(r, p)
         if role == "grid":
             grid += _grid_rows(r, idx, reach, absorbed)
         else:
-            rows.append(_point_row(r, p, idx, reach, absorbed, trains))
+            rows.append({**_point_row(r, p, idx, reach, absorbed, trains), "at_short": _short_row(r, p, trains),
+                         "prejudice": {k: v for k, v in next(prej).items() if k != "phase"}})
     eoc = next((row for row in rows if row["phase"] == "EOC"), None)
     for row in rows:
         row["fisher_p_vs_eoc"] = (None if eoc is None or row is eoc else
                                   fisher_p(row["trains"], row["n_seeds"], eoc["trains"], eoc["n_seeds"]))
+        short, eoc_short = row["at_short"], eoc and eoc["at_short"]
+        if short and short.get("trained") and eoc_short and eoc_short.get("trained") and row is not eoc:
+            short["fisher_p_vs_eoc"] = fisher_p(short["trains"], short["n_seeds"], eoc_short["trains"],
+                                                eoc_short["n_seeds"])
     return {"act": str(r["act"]), "depth": int(r["depth"]), "optimizer": str(r["optimizer"]), "width": int(r["width"]),
             "target_acc": float(r["target_acc"]), "target_of_linear": t.target,
             "linear_test_acc": float(r["linear_test_acc"]), "ridge_test_acc": float(r["ridge_test_acc"]),
@@ -111,7 +142,10 @@ def summarize(r: dict, t: TrainLoopConfig) -> dict:
 def summarize_all(results: dict[str, dict], t: TrainLoopConfig) -> dict:
     """summary.json: `summarize` per run name (NaN / inf as None)."""
     runs = {name: summarize(r, t) for name, r in results.items()}
-    return to_json({"runs": runs})
+    out = {"runs": runs}
+    if any(summary_crossed.is_crossed(r) for r in results.values()):
+        out["crossed"] = summary_crossed.analyse(results, t.target)
+    return to_json(out)
 
 
 def metric_rows(results: dict[str, dict]) -> list[dict]:
@@ -129,3 +163,17 @@ def metric_rows(results: dict[str, dict]) -> list[dict]:
                 row.update({k: r[k][e, j].tolist() for k in CLASS_METRICS})
                 rows.append(row)
     return to_json(rows)
+
+
+def summarize_saved(out) -> dict:
+    """summary.json recomputed by this code from a finished run's ``results/*.npz`` and its config.json's ``train``
+    section (what the docs quote where the summary code changed after the run)."""
+    import dataclasses
+    import json
+    from pathlib import Path
+
+    from jaxinit.run.runs import load_results
+    results = load_results(out)
+    saved = json.loads((Path(out) / "config.json").read_text())["train"]
+    fields = {f.name for f in dataclasses.fields(TrainLoopConfig)}
+    return summarize_all(results, TrainLoopConfig(**{k: v for k, v in saved.items() if k in fields}))

@@ -35,7 +35,7 @@ from jaxinit.train.engine import Plan, Study
 from jaxinit.train.members import Group, Member
 from jaxinit.train.step import EvalBatch
 
-EVAL_SETS = ("test", "train", "val")
+EVAL_SETS = ("test", "train", "val", "gauss")   # gauss: unlabelled off-distribution inputs, where a study adds them
 
 
 def setting(optimizer: str, lr: float, l2: float | None = None) -> OptSetting:
@@ -205,23 +205,27 @@ def options(*, batch_size: int, data_seed: int, strategy: str = "vmap", chunk: i
 
 
 def member_groups(tables: dict[str, dict], cases: dict, nets_: dict[str, nets.Net],
-                  setting_of=setting) -> tuple[list, dict[int, dict]]:
+                  setting_of=setting, model_of=None) -> tuple[list, dict[int, dict]]:
     """Engine groups (one per case) of the member tables (``role``, ``point``, ``sigma_w2``, ``sigma_b2``, ``seed``,
     ``lr`` per member) and each member's row fields (global member index -> fields). ``setting_of(optimizer,
-    lr)``: the case's optimizer setting (default `setting`)."""
+    lr)``: the case's optimizer setting (default `setting`). ``model_of(net)``: the group's model (default
+    ``net.model``); a table with a ``centre`` column passes it as the third entry of every member's scale
+    (sigma_w2, sigma_b2, centre), for a ``model_of`` whose init reads it."""
     groups, info, index = [], {}, 0
     for name, m in tables.items():
         c = cases[name]
         members = []
         for j in range(len(m["role"])):
             sw2, sb2, seed, lr = float(m["sigma_w2"][j]), float(m["sigma_b2"][j]), int(m["seed"][j]), float(m["lr"][j])
-            members.append(Member(index, name, float(np.sqrt(sw2)), seed, lr=lr, scale=(sw2, sb2)))
+            scale = (sw2, sb2) + ((float(m["centre"][j]),) if "centre" in m else ())
+            members.append(Member(index, name, float(np.sqrt(sw2)), seed, lr=lr, scale=scale))
             info[index] = {"case": name, "act": c.act, "depth": c.depth, "optimizer": c.optimizer, "width": c.width,
                            "role": str(m["role"][j]), "point": int(m["point"][j]), "sigma_w2": sw2, "sigma_b2": sb2,
                            "seed": seed, "lr": lr, "in_case": j}
             index += 1
         net = nets_[f"{c.act}__d{c.depth}"]
-        groups.append(Group(name, setting_of(c.optimizer, members[0].lr), members, ("igb_net", net), net.model))
+        model, key = (net.model, ("igb_net", net)) if model_of is None else (model_of(net), ("igb_net", net, model_of))
+        groups.append(Group(name, setting_of(c.optimizer, members[0].lr), members, key, model))
     return groups, info
 
 
@@ -232,13 +236,14 @@ def members_of(sweep, label: str) -> list[int]:
 
 def study(data: dict, tables: dict[str, dict], cases: dict, nets_: dict, plan, opts: dict, *,
           splits: tuple[str, ...] = EVAL_SETS, setting_of=setting, summarize=None, fingerprint: str | None = None,
-          parts: dict | None = None, signals: int = 0):
-    """The engine's `jaxinit.train.engine.Study` of the member ``tables`` (`member_groups` with ``setting_of``) on
+          parts: dict | None = None, signals: int = 0, model_of=None):
+    """The engine's `jaxinit.train.engine.Study` of the member ``tables`` (`member_groups` with ``setting_of`` and
+    ``model_of``) on
     ``data`` with `options` ``opts``, evaluated per member (`evaluator` on the ``splits`` of `eval_sets`; with
     ``signals`` > 0, `init_signals` at epoch 0 on the first ``signals`` training inputs), with the study's
     ``summarize`` hook and fingerprint."""
     sets, ds = eval_sets(data, splits), Flat(data["x_train"], data["y_train"])
-    groups, info = member_groups(tables, cases, nets_, setting_of)
+    groups, info = member_groups(tables, cases, nets_, setting_of, model_of)
     probe = None
     if signals:
         by_case = {name: nets_[f"{c.act}__d{c.depth}"] for name, c in cases.items()}

@@ -85,14 +85,16 @@ def rates(lrs) -> np.ndarray:
 
 def members(points: dict[str, np.ndarray], lrs, n_seeds: int) -> dict[str, np.ndarray]:
     """The selection members of one case: every point x rate x seed (point-major), with ``point`` the index of
-    the member's point and ``role``, ``sigma_w2``, ``sigma_b2`` the point's."""
+    the member's point and ``role``, ``sigma_w2``, ``sigma_b2`` (and ``centre``, where the points have it) the
+    point's."""
     lrs = rates(lrs)
     n_points, n_rates = len(points["role"]), len(lrs)
     p = np.repeat(np.arange(n_points), n_rates * n_seeds)
+    extra = {"centre": points["centre"][p]} if "centre" in points else {}
     return {"point": p, "role": points["role"][p], "sigma_w2": points["sigma_w2"][p],
             "sigma_b2": points["sigma_b2"][p],
             "seed": np.tile(SEED0 + np.arange(n_seeds), n_points * n_rates).astype(np.int32),
-            "lr": np.tile(np.repeat(lrs, n_seeds), n_points)}
+            "lr": np.tile(np.repeat(lrs, n_seeds), n_points), **extra}
 
 
 def qualified(loss_PRS, alive_PRS) -> np.ndarray:

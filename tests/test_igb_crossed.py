@@ -1,0 +1,90 @@
+"""The crossed design (`jaxinit.igb.crossed`), the centred twins (`jaxinit.igb.centred`), the two-horizon arms
+(`jaxinit.igb.reported.members`) and the crossed analysis (`jaxinit.igb.summary_crossed`)."""
+import jax
+import jax.numpy as jnp
+import numpy as np
+import pytest
+
+from jaxinit.igb import centred, crossed, reported, summary_crossed
+from jaxinit.models import deep
+from jaxinit.shared import nets
+from theory import meanfield as mf
+
+
+@pytest.mark.parametrize("side", crossed.SIDES)
+def test_points_sit_at_the_target_depth_scale_on_their_side(side):
+    targets = np.array([4.0, 8.0, 16.0])
+    sw = crossed.solve_sigma_w2("tanh", 0.1, targets, side)
+    eoc = float(mf.eoc(0.1, "tanh"))
+    assert np.all(sw < eoc) if side == "ordered" else np.all(sw > eoc)
+    xi = np.asarray(mf.depth_scales(sw, np.full_like(sw, 0.1), "tanh")[1])
+    np.testing.assert_allclose(xi, targets, rtol=1e-6)
+
+
+def test_unreachable_targets_are_left_out_and_roles_parse():
+    # xi_c = 2 on the chaotic side needs sigma_w2 far beyond 20: no such point
+    assert np.isnan(crossed.solve_sigma_w2("tanh", 0.1, [2.0], "chaotic", hi=20.0))[0]
+    rows = crossed.crossed_rows("tanh", 16, 0.1, (2.0, 8.0), 3)
+    roles = [r[0] for r in rows]
+    assert roles == ["EOC", "r2 ordered", "r8 ordered", "r2 chaotic"]
+    assert crossed.parse("r8 ordered") == (8.0, "ordered") and crossed.parse("EOC") == (0.0, "EOC")
+    assert crossed.parse("prejudice") is None and crossed.parse("r8 centred") is None
+
+
+def test_a_centred_twin_has_the_points_weights_and_zero_mean_logits_on_the_reference_inputs():
+    net = nets.make_net(deep.DeepMLP(2, 16, 6, "tanh"), (8,))
+    x_ref = jax.random.normal(jax.random.key(1), (32, 8))
+    model = centred.model_of(x_ref)(net)
+    key = jax.random.key(3)
+    point, _ = model.init(key, (jnp.float32(1.9), jnp.float32(0.1), jnp.float32(0.0)))
+    twin, _ = model.init(key, (jnp.float32(1.9), jnp.float32(0.1), jnp.float32(1.0)))
+    own = nets.scaled_draw(net, key, 1.9, 0.1)
+    for a, b in zip(jax.tree.leaves(point), jax.tree.leaves(own)):
+        np.testing.assert_array_equal(a, b)
+    assert not np.allclose(point["head"]["bias"], twin["head"]["bias"])
+    np.testing.assert_array_equal(point["head"]["kernel"], twin["head"]["kernel"])
+    mean_point = net.module.apply({"params": point}, x_ref).mean(0)
+    mean_twin = net.module.apply({"params": twin}, x_ref).mean(0)
+    assert float(jnp.abs(mean_point).max()) > 1e-2
+    np.testing.assert_allclose(mean_twin, 0.0, atol=1e-5)
+    assert centred.base_role("EOC centred") == "EOC" and centred.is_twin("EOC centred")
+
+
+def test_the_short_horizons_rate_trains_only_where_it_differs():
+    points = {"role": np.array(["a", "b", "c"]), "sigma_w2": np.array([1.0, 2.0, 3.0]),
+              "sigma_b2": np.full(3, 0.1), "seeds": np.array([2, 2, 2])}
+    chosen = {"point_lr": np.array([1e-3, 1e-2, 3e-3]), "point_lr_short": np.array([1e-3, 3e-2, 3e-3])}
+    m = reported.members(points, chosen, short_arm=True)
+    assert m["arm"].tolist() == [0] * 6 + [1] * 2
+    assert m["point"][m["arm"] == 1].tolist() == [1, 1] and np.all(m["lr"][m["arm"] == 1] == 3e-2)
+    assert m["seed"][m["arm"] == 1].tolist() == [0, 1]
+    assert reported.members(points, chosen, short_arm=False)["arm"].tolist() == [0] * 6
+
+
+def _results(depth_coef: float, rng, seeds=8):
+    """Synthetic crossed results: trains with probability sigmoid(6 - r + depth_coef * (log2 L - 5))."""
+    out = {}
+    for L in (16, 32, 64, 128):
+        roles = ["EOC"] + [crossed.role(r, s) for s in crossed.SIDES for r in (2, 4, 6, 8)]
+        r_pt = np.array([crossed.parse(x)[0] for x in roles])
+        point = np.repeat(np.arange(len(roles)), seeds)
+        p = 1 / (1 + np.exp(-(6 - r_pt[point] + depth_coef * (np.log2(L) - 5))))
+        acc = np.where(rng.random(point.size) < p, 0.95, 0.6)
+        out[f"tanh__d{L}__sgd"] = {
+            "act": np.array("tanh"), "optimizer": np.array("sgd"), "depth": np.array(L), "target_acc": np.array(0.9),
+            "point_role": np.array(roles), "point_depth_over_xi_c": r_pt,
+            "point_theory_phase": np.array(["x"] * len(roles)), "point_lr": np.full(len(roles), 1e-3),
+            "point": point, "seed": np.tile(np.arange(seeds), len(roles)), "arm": np.zeros(point.size, int),
+            "test_acc": acc[None]}
+    return out
+
+
+def test_the_crossed_analysis_finds_a_planted_depth_effect_and_not_a_null_one():
+    rng = np.random.default_rng(0)
+    planted = summary_crossed.analyse(_results(-1.5, rng), 0.97, n_sims=10)["tanh__sgd"]["at_H"]["models"]
+    assert planted["M_rd"]["lrt_depth"]["p"] < 0.01 and planted["M_rd"]["depth_coef_ci95"][1] < 0
+    null = summary_crossed.analyse(_results(0.0, rng), 0.97, n_sims=10)["tanh__sgd"]["at_H"]["models"]
+    lo, hi = null["M_rd"]["depth_coef_ci95"]
+    assert null["M_rd"]["lrt_depth"]["p"] > 0.05 and lo < 0 < hi
+    r50 = null["M_r"]["r50"]
+    assert r50["ci95"][0] < 6 < r50["ci95"][1]
