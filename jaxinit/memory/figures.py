@@ -152,7 +152,8 @@ def plot_identity(cases: dict) -> Figure:
                             ms=6, lw=0.8)
                 if ident["null_q95"] is not None:
                     ax.plot([x - 0.03, x + 0.03], [ident["null_q95"]] * 2, color=f"C{k}", lw=1.5)
-                ax.annotate(p["role"], (x, ident["r"]), textcoords="offset points", xytext=(4, 4), fontsize=6)
+                if k == 0:
+                    ax.annotate(p["role"], (x, ident["r"]), textcoords="offset points", xytext=(4, 4), fontsize=6)
             ax.plot([], [], MARKERS.get(c["optimizer"], "o"), color=f"C{k}", label=c["optimizer"])
         ax.axhline(0.0, color="k", lw=0.5)
         ax.set(xlabel="L / xi_c", ylabel="identity r (init vs selected step)", ylim=(-1.05, 1.05),
