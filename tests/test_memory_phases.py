@@ -1,6 +1,6 @@
-"""The joined study (issue 22): the new measures on constructed networks, the favoured-class identity statistic and
-its null, and `python -m experiments.memory_phases` end to end (smoke), bad input, --help."""
-import itertools
+"""The joined study (issues 22, 33): the measures on constructed networks and `python -m experiments.memory_phases`
+end to end (smoke): one rate per line, the clocks the runs took recomputed from rate, batch and steps, the
+identity statistic per point and optimizer, the hypotheses block; bad input, --help."""
 import json
 from dataclasses import replace
 
@@ -69,32 +69,9 @@ def test_kernel_norm_counts_kernels_only():
     assert float(measures.kernel_norm(params)) == pytest.approx(np.sqrt(4 + 20))
 
 
-def test_identity_statistic_sits_at_chance_under_shuffled_labels_and_at_one_when_identities_match():
-    rng = np.random.default_rng(3)
-    a = rng.integers(0, N_CLASSES, 1000)
-    shuffled = measures.identity_test(a, rng.permutation(a), n_draws=2000)
-    assert shuffled["chance"] == pytest.approx(0.1, abs=0.01)
-    assert abs(shuffled["match"] - shuffled["chance"]) < 0.03 and shuffled["p"] > 0.01
-    same = measures.identity_test(a, a, n_draws=2000)
-    assert same["match"] == 1.0 and same["p"] == pytest.approx(1 / 2001)
-    assert measures.identity_test(a, (a + 1) % N_CLASSES, n_draws=2000)["match"] == 0.0
-
-
-def test_chance_level_is_the_exact_mean_of_the_permutation_null_within_strata():
-    a, b, strata = np.array([0, 0, 1, 1, 2, 2]), np.array([0, 1, 1, 1, 2, 0]), np.array([0, 0, 0, 0, 1, 1])
-    null = []
-    for p0 in itertools.permutations(range(4)):
-        for p1 in itertools.permutations(range(2)):
-            null.append(measures.identity_statistic(a, np.concatenate([b[:4][list(p0)], b[4:][list(p1)]])))
-    assert measures.chance_level(a, b, strata) == pytest.approx(np.mean(null))
-    assert measures.chance_level(a, b, strata) != pytest.approx(measures.chance_level(a, b))   # strata matter
-
-
 def test_favoured_class_and_spread_of_undefined_members():
     freq = np.array([[0.1, 0.7, 0.2], [np.nan, 0.5, 0.5]])
     assert measures.favoured(freq).tolist() == [1, -1]
-    out = measures.identity_test([1, -1, 2], [1, 0, 2], n_draws=10)
-    assert out["n"] == 2 and out["match"] == 1.0
     np.testing.assert_allclose(measures.class_spread([[0.2, np.nan, 0.9]]), [0.7])
 
 
@@ -112,34 +89,72 @@ def test_smoke_preset_runs_end_to_end(smoke_run):
     assert len(summary["members"]) == 3 * 3 * cfg.phases.seeds
     for m in summary["members"]:
         assert 0 <= m["favoured_init"] < N_CLASSES and 0.1 <= m["off_fmax_init"] <= 1
-        assert m["best_step"] in (0, 3, 6) and m["clocks_at_best"]["T_adapt"] == pytest.approx(m["lr"] * m["best_step"])
-        assert m["favoured_stays"] == (m["favoured_init"] == m["favoured_best"])
+        assert len(m["off_class_freq_init"]) == N_CLASSES and sum(m["off_class_freq_best"]) == pytest.approx(1)
+        assert m["best_step"] in (0, 3, 6) and m["plateau_reached"] in (True, False)
     case = summary["cases"]["tanh__d3__sgd_l2"]
     assert [p["role"] for p in case["points"]] == ["ordered-deep", "EOC", "neutrality"]
-    assert case["identity_best"]["n"] == 6 and 0 < case["identity_best"]["chance"] <= 1
+    assert case["points"][1]["depth_over_xi_c"] == 0.0 and case["points"][0]["depth_over_xi_c"] > 0
     assert case["line_test_acc"]["grid_sigma_w2"] == sorted(p["sigma_w2"] for p in case["points"])
-    assert case["line_test_acc"]["slope_p"] is not None
     traj = case["trajectory"]
-    assert traj["step"] == [0, 3, 6] and traj["identity"][0] == 1.0 and len(traj["test_acc"][0]) == 3
-    lrs = [p["lr"] for p in case["points"]]
-    np.testing.assert_allclose(traj["clocks"]["T_adapt"][2], [6 * lr for lr in lrs])
-    np.testing.assert_allclose(traj["clocks"]["T_L2"][1], [0.02 * 3 * lr for lr in lrs])
+    assert traj["step"] == [0, 3, 6] and traj["identity_r"][0] == pytest.approx(1.0) and len(traj["test_acc"][0]) == 3
+    np.testing.assert_allclose(traj["clocks"]["T_L2"], [cfg.opt.l2 * s * 0.1 for s in (0, 3, 6)])
     assert sorted(p.name for p in (smoke_run / "figures").iterdir()) == [
-        "decay_vs_clock.png", "overlay_tanh__d3.png", "residual_vs_predicted.png"]
-    sgd_l2 = [m for m in summary["members"] if m["optimizer"] == "sgd_l2"]
-    assert all(m["clocks"]["T_L2"] == pytest.approx(0.02 * m["lr"] * 6) for m in sgd_l2)
-    assert case["selection"] is None and all(p["lr_short"] is None for p in case["points"])    # one rate: none
-    sgd = summary["cases"]["tanh__d3__sgd"]      # two rates x two seeds, chosen at half the run (step 3 of 6)
-    assert sgd["selection"] == {"criterion": "val_loss", "horizon_steps": 3, "short_steps": 1, "seeds": 2, "rates": 2,
-                                "points": 3, "changed_at_short": sgd["selection"]["changed_at_short"]}
-    for p in sgd["points"]:
-        best = min(p["lr_curve"], key=lambda r: (r["disqualified"] > 0, r["val_loss_mean"], r["lr"]))
-        assert p["lr"] == best["lr"] and p["lr_short"] in (0.05, 0.2)
+        "decay_vs_clock.png", "identity_vs_depth.png", "overlay_tanh__d3.png", "residual_vs_predicted.png"]
+    assert case["selection"] is None and case["line"]["lr"] == 0.1 and case["line"]["rates"] is None
+    sgd = summary["cases"]["tanh__d3__sgd"]      # two rates x two seeds, chosen for the line at half the run
+    assert sgd["selection"]["horizon_steps"] == 3 and sgd["selection"]["seeds"] == 2
+    scores = sgd["line"]["scores"]
+    assert sgd["line"]["lr"] == sgd["line"]["rates"][int(np.argmin([np.inf if v is None else v for v in scores]))]
+    assert {p["lr"] for p in sgd["points"]} == {sgd["line"]["lr"]}          # one rate, one clock, per line
+
+
+def test_every_case_carries_the_identity_statistic_with_its_null_per_point_and_pooled(smoke_run):
+    summary = json.loads((smoke_run / "summary.json").read_text())
+    for case in summary["cases"].values():
+        pooled = case["identity_best"]
+        assert pooled["n"] == 9 and pooled["strata"] == 3 and pooled["exact"] is True       # (3!)^3 arrangements
+        assert -1 <= pooled["r"] <= 1 and pooled["ci95"][0] <= pooled["ci95"][1]
+        assert abs(pooled["null_mean"]) < 1e-9 and 1 / 216 <= pooled["p"] <= 1 and pooled["mde80"] > 0
+        for p in case["points"]:
+            for at in ("identity_best", "identity_final"):
+                assert p[at]["n"] == 3 and p[at]["exact"] is True and p[at]["p"] >= 1 / 6      # 3! arrangements
+            assert p["trained"] == (p["test_acc_best"]["mean"] >= 0.2)
+    hyp = summary["hypotheses"]["tanh__d3"]
+    assert {hyp[h]["verdict"] for h in ("H1", "H2", "H3")} <= {"supported", "contradicted", "not decided"}
+    assert set(hyp["H3"]["arms"]) == {"sgd", "adam", "sgd_l2"}
+
+
+def test_the_clocks_reported_are_the_ones_the_runs_took(smoke_run):
+    """T_SGD = steps x lr^2 / b and T_L2 = lambda x steps x lr, recomputed from the run's own config and each
+    member's rate and steps, at the end and at the selected step, against summary.json."""
+    summary = json.loads((smoke_run / "summary.json").read_text())
+    config = json.loads((smoke_run / "config.json").read_text())
+    b, lam, steps = config["train"]["batch_size"], config["opt"]["l2"], config["train"]["steps"]
+    for m in summary["members"]:
+        lam_m = lam if m["optimizer"] == "sgd_l2" else 0.0
+        assert m["steps"] == steps
+        for key, n in (("clocks", steps), ("clocks_at_best", m["best_step"])):
+            assert m[key]["T_SGD"] == pytest.approx(n * m["lr"] ** 2 / b, rel=1e-12)
+            assert m[key]["T_L2"] == pytest.approx(lam_m * n * m["lr"], rel=1e-12, abs=0)
+            assert m[key]["T_adapt"] == pytest.approx(n * m["lr"], rel=1e-12)
+    for name, case in summary["cases"].items():
+        lr = case["line"]["lr"]
+        lam_c = lam if case["optimizer"] == "sgd_l2" else 0.0
+        assert case["batch_size"] == b and case["l2"] == lam_c
+        assert case["clocks"]["end"]["T_SGD"] == pytest.approx(steps * lr ** 2 / b, rel=1e-12)
+        assert case["clocks"]["end"]["T_L2"] == pytest.approx(lam_c * steps * lr, rel=1e-12)
+        best = sorted(m["best_step"] for m in summary["members"] if m["case"] == name)
+        median = float(np.median(best))
+        assert case["clocks"]["best_step_median"] == median
+        assert case["clocks"]["at_best_median"]["T_SGD"] == pytest.approx(
+            float(np.median([s * lr ** 2 / b for s in best])), rel=1e-12)
 
 
 @pytest.mark.parametrize("argv,message", [
     (["--train.steps=0"], "error: --phases.seeds, --train.steps, batch_size, eval_every, n_off and phase_res must be "
                           ">= 1"),
+    (["--train.plateau_frac=1"], "error: --train.plateau_frac must lie in (0, 1) and plateau_tol in [0, 1), got 1.0 "
+                                 "and 0.05"),
     (["--opt.select_horizon=0.3"], "error: --opt.select_horizon must lie in [0.5, 1] (a fraction of the reported run) "
                                    "and --opt.select_short in [0, select_horizon), got 0.3 and 0.2"),
     (["--opt.select_seeds=1"], "error: --opt.select_seeds must be >= 2 (seeds disjoint from the reported ones), got 1"),
@@ -159,8 +174,11 @@ def test_help_lists_every_preset_and_field(capsys):
     out = capsys.readouterr().out
     for name in memory.PRESETS:
         assert f"  {name}" in out
-    for key in ("phases.line", "train.n_off", "opt.sgd_l2_lr", "opt.l2", "sweep.optimizers", "data.name"):
+    for key in ("phases.line", "train.n_off", "opt.sgd_l2_lr", "opt.l2", "sweep.optimizers", "data.name",
+                "train.plateau_frac", "train.plateau_tol"):
         assert key in out
+    for what in ("decides nothing", "H1, H2, H3", "H3 on the SGD arm"):       # what each preset decides
+        assert what in out
 
 
 def test_replot_redraws_the_figures_from_the_saved_run(smoke_run, capsys):
@@ -175,5 +193,5 @@ def test_fit_in_memory_writes_no_file_and_returns_the_summary(tmp_path, monkeypa
     cfg = replace(cfg, sweep=replace(cfg.sweep, optimizers=("adam",)), train=replace(cfg.train, steps=2, eval_every=2))
     result = memory.fit(cfg, progress=False)
     assert list(tmp_path.iterdir()) == []
-    assert set(result.summary["cases"]) == {"tanh__d3__adam"} and len(result.summary["members"]) == 6
-    assert result.arrays["tanh__d3__adam"]["off_fmax_init"].shape == (6,)
+    assert set(result.summary["cases"]) == {"tanh__d3__adam"} and len(result.summary["members"]) == 9
+    assert result.arrays["tanh__d3__adam"]["off_fmax_init"].shape == (9,)

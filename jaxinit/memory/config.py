@@ -1,11 +1,10 @@
 """Configs and presets of the joined study (`jaxinit.memory.study`, `python -m experiments.memory_phases`).
 
 Plain deep MLPs initialised at the phase points of `jaxinit.shared.phases` (all at ``phases.sigma_b2``, so they and
-the ``phases.line`` points x EOC lie on one line of the phase diagram), each point at its own learning rate
-(the fair protocol of `jaxinit.shared.selection`), trained with low-LR SGD, Adam and SGD + L2 on 10-class data.
-Presets: ``smoke`` (tests, seconds), ``cpu`` (default; sized for the shared 2-core CPU, see `CPU`), ``paper``
-(accelerator, not run). Every field's docstring is what ``--help``
-shows. Shared keys where the concept is shared (``model.*``, ``opt.*``, ``sweep.optimizers``, ``train.*``,
+the ``phases.line`` points x EOC lie on one line of the phase diagram), every point of a line at one learning rate
+per optimizer (the line's rate, `jaxinit.memory.line`: one clock per line), trained with low-LR SGD, Adam and
+SGD + L2 on 10-class data. Presets: ``smoke`` (tests, seconds), ``cpu`` (default, one CPU core), ``paper``
+(accelerator, not run). Every field's docstring is what ``--help`` shows. Shared keys where the concept is shared (``model.*``, ``opt.*``, ``sweep.optimizers``, ``train.*``,
 ``data.*``); ``phases.*`` is this study's own.
 """
 from __future__ import annotations
@@ -28,12 +27,12 @@ OPTIMIZERS: tuple[str, ...] = typing.get_args(Optimizer)
 
 @dataclass(frozen=True)
 class MLPConfig:
-    acts: tuple[Act, ...] = ("tanh", "relu")
+    acts: tuple[Act, ...] = ("tanh",)
     """activations of the plain deep MLP: tanh (ordered, EOC, prejudice, neutrality) and relu (ordered, EOC,
     chaotic-deep)"""
-    width: int = 256
+    width: int = 128
     """hidden width"""
-    depths: tuple[int, ...] = (10,)
+    depths: tuple[int, ...] = (40,)
     """hidden layers L; each depth a separate network (one compile per depth and optimizer)"""
 
 
@@ -47,23 +46,24 @@ class PhaseConfig:
     """chaotic-deep point (relu) = chaotic_factor x EOC sigma_w2"""
     neutral_factor: float = 1.5
     """neutrality point (tanh) = neutral_factor x the neutrality line's sigma_w2"""
-    names: tuple[Phase, ...] = ()
+    names: tuple[Phase, ...] = ("ordered-deep", "EOC", "prejudice")
     """phases trained (empty: every phase of the activation)"""
-    line: tuple[float, ...] = ()
+    line: tuple[float, ...] = (0.9,)
     """extra points sigma_w2 = f x EOC on the same line ('<f>xEOC'): the phase coordinate of the slope statistic"""
-    seeds: int = 5
+    seeds: int = 6
     """reported seeds per point (0, 1, ...): paired base draws and shared data order across points"""
 
 
 @dataclass(frozen=True)
 class LrGridConfig(SelectionConfig):
     sgd_lr: tuple[float, ...] = (3e-3, 1e-2, 3e-2)
-    """low-LR SGD rates tried at every point (one value: no selection)"""
-    adam_lr: tuple[float, ...] = (1e-4, 3e-4, 1e-3)
-    """Adam rates tried at every point"""
-    sgd_l2_lr: tuple[float, ...] = (3e-2, 0.1)
-    """SGD + L2 rates tried at every point (the forgetting study's larger rate with L2)"""
-    l2: float = 2e-2
+    """low-LR SGD rates tried on the whole line; the line trains at the one with the lowest mean validation loss
+    over its points and selection seeds (one value: no selection)"""
+    adam_lr: tuple[float, ...] = (3e-5, 1e-4, 3e-4)
+    """Adam rates tried on the whole line"""
+    sgd_l2_lr: tuple[float, ...] = (3e-3, 1e-2, 3e-2)
+    """SGD + L2 rates tried on the whole line"""
+    l2: float = 5e-2
     """coupled L2 coefficient of sgd_l2 (jaxinit.optim.SETTINGS['sgd_l2'])"""
 
     def lrs(self, optimizer: str) -> tuple[float, ...]:
@@ -79,12 +79,17 @@ class SweepConfig:
 
 @dataclass(frozen=True)
 class TrainLoopConfig:
-    steps: int = 1000
+    steps: int = 2000
     """training steps of every reported run"""
-    batch_size: int = 64
+    batch_size: int = 16
     """minibatch size (indices drawn without replacement from fold_in(data key, step), shared by all members)"""
-    eval_every: int = 50
+    eval_every: int = 100
     """evaluate every this many steps; the selected step is the first with the lowest validation loss"""
+    plateau_frac: float = 0.2
+    """plateau window: a member has reached its plateau when the last plateau_frac of its run lowered its best
+    validation loss by at most plateau_tol x its total decrease since init (jaxinit.memory.line)"""
+    plateau_tol: float = 0.05
+    """plateau tolerance, a fraction of the member's total validation-loss decrease"""
     eval_train_n: int = 256
     """training inputs on which train accuracy (interpolation) is measured (0 = all)"""
     n_off: int = 512
@@ -119,39 +124,33 @@ class MemoryPhasesConfig:
 
 SMOKE = MemoryPhasesConfig(
     model=MLPConfig(acts=("tanh",), width=16, depths=(3,)),
-    phases=PhaseConfig(names=("ordered-deep", "EOC", "neutrality"), seeds=2),
+    phases=PhaseConfig(names=("ordered-deep", "EOC", "neutrality"), line=(), seeds=3),
     opt=LrGridConfig(sgd_lr=(0.05, 0.2), adam_lr=(1e-3,), sgd_l2_lr=(0.1,)),
     sweep=SweepConfig(optimizers=("sgd", "adam", "sgd_l2")),
     train=TrainLoopConfig(steps=6, batch_size=32, eval_every=3, eval_train_n=64, n_off=64, phase_res=8),
     data=DataConfig(name="mnist1d", normalize="sphere", n_samples=400, n_val=64, n_test=64),
 )
-CPU = MemoryPhasesConfig(
-    model=MLPConfig(acts=("tanh", "relu"), width=256, depths=(10,)),
-    phases=PhaseConfig(line=(0.5, 2.5), seeds=5),
-    opt=LrGridConfig(),
-    train=TrainLoopConfig(steps=1000, batch_size=64, eval_every=50, n_off=512),
-    data=DataConfig(name="mnist1d", normalize="sphere", n_samples=4000),
-)
-"""Default. tanh (ordered-deep, EOC, prejudice, neutrality, 0.5x and 2.5x EOC: 6 points) and relu (ordered-deep,
-EOC, chaotic-deep, 0.5x and 2.5x EOC: 5 points) at depth 10, width 256, sigma_b2 = 0.1; 5 seeds; SGD / Adam / SGD +
-L2, each point at its own rate (selection: 3 / 3 / 2 rates x 2 seeds x 500 steps, the choice at 200 steps reported
-beside it); 1,000 reported steps of batch 64 (~22 passes over mnist1d's 2,880 training inputs), evaluated every 50
-steps on test (800), validation (320), 256 training and 512 off-distribution inputs. Size: 165 reported members x
-1,000 steps and 176 selection members x 500 steps (member-steps, what the run's time scales with)."""
+CPU = MemoryPhasesConfig(data=DataConfig(name="mnist1d", normalize="sphere", n_samples=4000))
+"""Default (the field defaults). tanh, depth 40, width 128, sigma_b2 = 0.1: ordered-deep (0.75 x EOC), 0.9 x EOC,
+EOC and prejudice, whose L / xi_c differ (summary.json, per point); 6 seeds; SGD, Adam and SGD + L2 (lambda 0.05),
+each line at one rate chosen from 3 (3 rates x 2 selection seeds x 1,000 steps); 2,000 reported steps of batch 16
+on mnist1d (4,000 samples: 2,880 train, 320 validation, 800 test), evaluated every 100 steps on test,
+validation, 256 training and 512 off-distribution inputs. Size: 72 reported members x 2,000 steps and 72
+selection members x 1,000 steps."""
 PAPER = MemoryPhasesConfig(
-    model=MLPConfig(acts=("tanh", "relu"), width=512, depths=(10, 20, 50)),
-    phases=PhaseConfig(line=(0.5, 0.6, 0.85, 1.15, 1.3, 2.0, 2.5, 4.0), seeds=8),
-    opt=LrGridConfig(sgd_lr=(1e-3, 3e-3, 1e-2, 3e-2), adam_lr=(3e-5, 1e-4, 3e-4, 1e-3),
-                     sgd_l2_lr=(1e-2, 3e-2, 0.1)),
-    train=TrainLoopConfig(steps=20000, batch_size=128, eval_every=250, n_off=2048, eval_train_n=2000),
+    model=MLPConfig(acts=("tanh",), width=512, depths=(30, 50)),
+    phases=PhaseConfig(names=(), line=(0.6, 0.9, 1.1, 2.0), seeds=16),
+    opt=LrGridConfig(sgd_lr=(1e-3, 3e-3, 1e-2, 3e-2, 0.1), adam_lr=(1e-5, 3e-5, 1e-4, 3e-4, 1e-3),
+                     sgd_l2_lr=(1e-3, 3e-3, 1e-2, 3e-2, 0.1)),
+    train=TrainLoopConfig(steps=40000, batch_size=16, eval_every=500, n_off=2048, eval_train_n=2000),
     data=DataConfig(name="mnist1d", normalize="sphere", n_samples=10000),
 )
 PRESETS = Presets({
-    "smoke": Preset(SMOKE, "tests, seconds: tanh width 16 depth 3, three phases, 2 seeds, 6 steps, "
-                           "SGD / Adam / SGD+L2"),
-    "cpu": Preset(CPU, "tanh and relu depth 10 width 256, every phase + a line, 5 seeds, SGD / Adam / SGD+L2 at "
-                       "their own rates, 1,000 steps on mnist1d; ~65 min on 2 CPU cores (estimate)"),
-    "paper": Preset(PAPER, "width 512, depths 10/20/50, 8 seeds, a dense line, 20,000 steps; accelerator, not run"),
+    "smoke": Preset(SMOKE, "tests, seconds: tanh width 16 depth 3, three phases, 3 seeds, 6 steps; decides nothing"),
+    "cpu": Preset(CPU, "tanh depth 40 width 128, 4 points with L/xi_c 0-5.4, 6 seeds, SGD / Adam / SGD+L2 at one "
+                       "rate per line, 2,000 steps: H1, H2, H3 through the SGD+L2 arm (T_L2 ~ 1); ~1 h on one core"),
+    "paper": Preset(PAPER, "width 512, depths 30/50, every phase + a line, 16 seeds, 40,000 steps: H3 on the SGD arm "
+                           "too (T_SGD ~ 0.6 needs ~10^4-10^5 steps at the rates depth 40 trains at); accelerator"),
 })
 
 
@@ -178,6 +177,9 @@ def validate(cfg: MemoryPhasesConfig) -> None:
     if min(p.seeds, t.steps, t.batch_size, t.eval_every, t.n_off, t.phase_res, t.chunk) < 1:
         raise ConfigError("--phases.seeds, --train.steps, batch_size, eval_every, n_off, phase_res and chunk must be "
                           ">= 1")
+    if not (0 < t.plateau_frac < 1 and 0 <= t.plateau_tol < 1):
+        raise ConfigError(f"--train.plateau_frac must lie in (0, 1) and plateau_tol in [0, 1), got {t.plateau_frac} "
+                          f"and {t.plateau_tol}")
     o.check("opt")
     if t.eval_train_n < 0 or t.checkpoint_every < 0:
         raise ConfigError("--train.eval_train_n and checkpoint_every must be >= 0")

@@ -4,9 +4,11 @@
 panel per optimizer, coloured by the residual prejudice (off-distribution f_max at the selected step, mean over
 seeds) and annotated with f_max at init -> selected and the test accuracy (the memory of the phase);
 ``residual_vs_predicted``: off-distribution f_max at the selected step (filled) and at init (open) against the
-theory's E f_max at init; ``decay_vs_clock``: the line's test-accuracy spread, the share of members still
-favouring their class at init and the mean off-distribution f_max over training, against each optimizer's own
-clock (sgd: T_SGD, sgd_l2: T_L2, adam: T_adapt; the geometric mean over the points, each at its own rate).
+theory's E f_max at init; ``decay_vs_clock``: the line's test-accuracy spread (horizon rule), the pooled identity
+r of init against step t and the mean off-distribution f_max over training, against each optimizer's own clock
+(sgd: T_SGD, sgd_l2: T_L2, adam: T_adapt; one rate per line, so one clock), with the forgetting study's crossing
+(`jaxinit.memory.hypotheses.CROSSING`) marked; ``identity_vs_depth``: per point the identity r at the selected
+step with its 95 % interval and the null's 95th percentile, against L / xi_c, one panel per network.
 """
 from __future__ import annotations
 
@@ -40,6 +42,7 @@ def figures(summary: dict, phase_res: int = 60) -> dict[str, Figure]:
         out[f"overlay_{net}"] = plot_overlay({n: c for n, c in cases.items() if n.startswith(net + "__")}, phase_res)
     out["residual_vs_predicted"] = plot_residual(cases)
     out["decay_vs_clock"] = plot_decay(cases)
+    out["identity_vs_depth"] = plot_identity(cases)
     return out
 
 
@@ -103,22 +106,58 @@ def plot_residual(cases: dict) -> Figure:
 
 def plot_decay(cases: dict) -> Figure:
     """Three measures over training against each case's own clock (module docstring); step 0 is left out."""
+    from jaxinit.memory.hypotheses import CROSSING
     fig = Figure(figsize=(13, 3.8))
     axes = fig.subplots(1, 3)
     for k, (name, c) in enumerate(cases.items()):
         t = c["trajectory"]
-        clock = np.array(t["clocks"][OWN_CLOCK[c["optimizer"]]], float)
-        x = np.exp(np.mean(np.log(np.where(clock > 0, clock, np.nan)), axis=1))
+        clock_name, cross = CROSSING.get(c["optimizer"], ("T_adapt", None))
+        x = np.array(t["clocks"][clock_name], float)
         off = np.nanmean(np.array(t["off_fmax"], float), axis=1)
         spread = np.array([np.nan if v is None else v for v in t["spread_pp"]], float)
-        for ax, y in zip(axes, (spread, np.array(t["identity"], float), off)):
-            ax.plot(x[1:], y[1:], marker=MARKERS.get(c["optimizer"], "o"), ms=3, color=f"C{k}", label=name)
-    for ax, label in zip(axes, ("test-acc spread over the line (pp)", "share still favouring its init class",
-                                "off-distribution f_max (mean over points)")):
+        ident = np.array([np.nan if v is None else v for v in t["identity_r"]], float)
+        for ax, y in zip(axes, (spread, ident, off)):
+            ax.plot(x[1:], y[1:], marker=MARKERS.get(c["optimizer"], "o"), ms=3, color=f"C{k}",
+                    label=f"{name} ({clock_name})")
+            if cross is not None:
+                ax.axvline(cross, color=f"C{k}", ls=":", lw=1)
+    for ax, label in zip(axes, ("test-acc spread over the line (pp, horizon rule)",
+                                "identity r, init vs step t (pooled)", "off-distribution f_max (mean over points)")):
         ax.set(xscale="log", xlabel="own clock", ylabel=label)
-    fig.suptitle("own clock: sgd T_SGD, sgd_l2 T_L2, adam T_adapt (geometric mean over the points); "
-                 "dotted: chance 1/10", fontsize=8)
+    axes[1].axhline(0.0, color="k", ls="-", lw=0.5)
+    fig.suptitle("own clock: sgd T_SGD, sgd_l2 T_L2, adam T_adapt (one rate per line); dotted: the forgetting "
+                 "study's crossing of that clock", fontsize=8)
     fig.subplots_adjust(wspace=0.3)
-    axes[1].axhline(0.1, color="k", ls=":", lw=1)
     axes[0].legend(fontsize=6)
+    return fig
+
+
+def plot_identity(cases: dict) -> Figure:
+    """Per point the identity r at the selected step (95 % interval; open: the point does not train) and the
+    null's 95th percentile (short bar), against L / xi_c; one panel per network."""
+    nets = list(dict.fromkeys(f"{c['act']}__d{c['depth']}" for c in cases.values()))
+    fig = Figure(figsize=(5.5 * len(nets), 4.2))
+    axes = np.atleast_1d(fig.subplots(1, len(nets)))
+    for ax, net in zip(axes, nets):
+        mine = [c for n, c in cases.items() if n.startswith(net + "__")]
+        for k, c in enumerate(mine):
+            shift = 0.08 * (k - (len(mine) - 1) / 2)
+            for p in c["points"]:
+                x, ident = (p.get("depth_over_xi_c") or 0.0) + shift, p["identity_best"]
+                if ident["r"] is None:
+                    continue
+                lo, hi = ident["ci95"] or (ident["r"], ident["r"])
+                ax.errorbar([x], [ident["r"]], yerr=[[ident["r"] - lo], [hi - ident["r"]]],
+                            fmt=MARKERS.get(c["optimizer"], "o"), color=f"C{k}", mfc=f"C{k}" if p["trained"] else "none",
+                            ms=6, lw=0.8)
+                if ident["null_q95"] is not None:
+                    ax.plot([x - 0.03, x + 0.03], [ident["null_q95"]] * 2, color=f"C{k}", lw=1.5)
+                if k == 0:
+                    ax.annotate(p["role"], (x, ident["r"]), textcoords="offset points", xytext=(4, 4), fontsize=6)
+            ax.plot([], [], MARKERS.get(c["optimizer"], "o"), color=f"C{k}", label=c["optimizer"])
+        ax.axhline(0.0, color="k", lw=0.5)
+        ax.set(xlabel="L / xi_c", ylabel="identity r (init vs selected step)", ylim=(-1.05, 1.05),
+               title=f"{net}: r, 95 % interval, null 95th pct (bar); open: not trained")
+        ax.title.set_fontsize(8)
+        ax.legend(fontsize=7)
     return fig

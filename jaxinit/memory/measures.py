@@ -1,4 +1,4 @@
-"""The joined study's per-member measures (single-member, pure) and the statistics of the favoured class.
+"""The joined study's per-member measures (single-member, pure).
 
 Evaluation (`eval_memory`, the engine's ``eval_fn``): on one split, the IGB instrument
 (`jaxinit.shared.igb_stats.per_class`: accuracy, loss, f_max, per-class accuracy and predicted frequency), the
@@ -8,11 +8,9 @@ included, biases not: the forgetting study's). The off-distribution split (`off_
 at the data's mean |x|^2 / d: the inputs of the theory (q0 as the data's, c0 = 0), on which a prejudice of the
 function itself shows without any class structure of the data.
 
-Favoured class: the argmax of the class frequencies on the off-distribution inputs. Its identity statistic over
-a set of members is the share whose favoured class at one time (after training) equals that at another (init);
-`identity_test` compares it with shuffled labels (the favoured classes after training permuted among the members
-of a stratum): the chance level is the exact mean of that null (1/C when the favoured classes are uniform), the
-p-value one-sided (more matches than chance).
+Favoured class (`favoured`): the argmax of the class frequencies on the off-distribution inputs, a descriptive
+label; whether a network's own preference survives training is measured on the whole frequency vector
+(`jaxinit.memory.identity`).
 """
 from __future__ import annotations
 
@@ -23,8 +21,6 @@ import numpy as np
 from jaxinit.models import deep
 from jaxinit.shared import igb_stats as stats
 
-N_DRAWS = 10_000      # random permutations of the identity test: p resolves down to 1e-4
-SEED = 0              # their Generator seed: equal inputs give equal p-values
 
 
 def kernel_norm(params) -> jax.Array:
@@ -74,43 +70,5 @@ def class_spread(class_acc) -> np.ndarray:
         return np.nanmax(a, axis=-1) - np.nanmin(a, axis=-1)
 
 
-def identity_statistic(fav_a, fav_b) -> float:
-    """Share of members whose favoured class in ``fav_a`` equals that in ``fav_b``."""
-    a, b = np.asarray(fav_a), np.asarray(fav_b)
-    return float(np.mean(a == b)) if a.size else float("nan")
-
-
-def chance_level(fav_a, fav_b, strata=None) -> float:
-    """E[`identity_statistic`] when ``fav_b`` is permuted within each stratum: sum_k n_a(k) n_b(k) / n per stratum."""
-    a, b = np.asarray(fav_a), np.asarray(fav_b)
-    s = np.zeros(a.shape, int) if strata is None else np.asarray(strata)
-    total = 0.0
-    for g in np.unique(s):
-        ag, bg = a[s == g], b[s == g]
-        total += sum(np.sum(ag == k) * np.sum(bg == k) for k in np.unique(ag)) / ag.size
-    return total / a.size if a.size else float("nan")
-
-
-def identity_test(fav_a, fav_b, strata=None, n_draws: int = N_DRAWS, seed: int = SEED) -> dict:
-    """``match`` (`identity_statistic`), ``chance`` (`chance_level`), ``p`` = (1 + #{null >= match}) / (1 + N)
-    over N random within-stratum permutations of ``fav_b``, ``n`` members. Members with no favoured class (-1 in
-    either) are left out."""
-    a, b = np.asarray(fav_a), np.asarray(fav_b)
-    s = np.zeros(a.shape, int) if strata is None else np.asarray(strata)
-    ok = (a >= 0) & (b >= 0)
-    a, b, s = a[ok], b[ok], s[ok]
-    if a.size < 2:
-        return {"match": identity_statistic(a, b) if a.size else None, "chance": None, "p": None, "n": int(a.size)}
-    rng = np.random.default_rng(seed)
-    shuffled = np.broadcast_to(b, (n_draws, b.size)).copy()
-    for g in np.unique(s):
-        idx = np.flatnonzero(s == g)
-        shuffled[:, idx] = b[idx][np.argsort(rng.random((n_draws, idx.size)), axis=1)]
-    match = identity_statistic(a, b)
-    null = (shuffled == a).mean(axis=1)
-    p = (1 + int(np.sum(null >= match - 1e-12))) / (1 + n_draws)
-    return {"match": match, "chance": chance_level(a, b, s), "p": p, "n": int(a.size)}
-
-
 __all__ = ["kernel_norm", "last_hidden", "measure", "eval_memory", "off_distribution_inputs", "favoured",
-           "class_spread", "identity_statistic", "chance_level", "identity_test"]
+           "class_spread"]

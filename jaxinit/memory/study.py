@@ -1,11 +1,11 @@
-"""`fit(cfg, workdir=None) -> Result`: plain MLPs from every phase of the theory, each at its own learning rate,
-trained with low-LR SGD, Adam and SGD + L2 on the one engine, with both instruments on every member.
+"""`fit(cfg, workdir=None) -> Result`: plain MLPs from the phases of the theory, every point of a line at the line's
+learning rate, trained with low-LR SGD, Adam and SGD + L2 on the one engine, with both instruments on every member.
 
 A *case* is (activation, depth, optimizer) (`jaxinit.shared.phases.Case`); its points are the phase points and
 the ``phases.line`` points (`jaxinit.shared.phases.phase_rows`, `case_points`), labelled by the theory at init
-(`init_theory`). Stages: (1) the fair protocol's selection (`choose_rates`: this study's selection runs, the rule
-and arrays of `jaxinit.shared.selection`); (2) reported runs, each point's seeds 0, 1, ... at its own rate
-(`jaxinit.shared.case_train.reported_members`), evaluated every ``train.eval_every`` steps on test, validation
+(`init_theory`). Stages: (1) the fair protocol's selection for the line as a whole (`choose_rates`: the selection
+runs and arrays of `jaxinit.shared.selection`, the line's rule of `jaxinit.memory.line`); (2) reported runs, each
+point's seeds 0, 1, ... at the line's rate (`jaxinit.shared.case_train.reported_members`), evaluated every ``train.eval_every`` steps on test, validation
 (selects the step), a training subset and the off-distribution inputs (`jaxinit.memory.measures`). Batches are
 shared by every member (`jaxinit.shared.case_train.options`); members of one seed share their base draw: points
 are paired. The summary is `jaxinit.memory.summary`.
@@ -20,7 +20,7 @@ import numpy as np
 
 from jaxinit import budget, swept
 from jaxinit.run import runinfo
-from jaxinit.memory import measures, summary as summary_lib
+from jaxinit.memory import line, measures, summary as summary_lib
 from jaxinit.memory.config import MemoryPhasesConfig
 from jaxinit.optim import OptSetting
 from jaxinit.shared import case_train, nets, phases, selection
@@ -104,9 +104,10 @@ def make_study(cfg: MemoryPhasesConfig, data: dict, tables: dict, cases: dict, n
 
 
 def choose_rates(cfg: MemoryPhasesConfig, data: dict, nets_: dict, cases: dict, progress: bool = True) -> dict:
-    """Per case its chosen rates (`jaxinit.shared.selection.chosen`, the rule there): the selection runs of every case
-    whose grid has several rates (`jaxinit.shared.selection.tables`, seeds 1000, ...), trained in memory for
-    ceil(``opt.select_horizon`` x ``train.steps``) steps, evaluated on test and val at it and at the short horizon."""
+    """Per case the line's rate for every point (`jaxinit.memory.line.line_choice` of
+    `jaxinit.shared.selection.chosen`): the selection runs of every case whose grid has several rates
+    (`jaxinit.shared.selection.tables`, seeds 1000, ...), trained in memory for ceil(``opt.select_horizon`` x
+    ``train.steps``) steps, evaluated on test and val at it and at the short horizon."""
     o = cfg.opt
     grids, h = selection.grids(cases, o.lrs), selection.horizons(cfg.train.steps, o.select_horizon, o.select_short)
     selected = {}
@@ -115,18 +116,19 @@ def choose_rates(cfg: MemoryPhasesConfig, data: dict, nets_: dict, cases: dict, 
         spec = make_study(cfg, data, tables, cases, nets_, plan, ("test", "val"), lambda sweep, rows: (
             None, case_train.selection_arrays(sweep, rows, cases, grids, o.select_seeds, h)))
         selected = engine.fit(spec, stage="selection", progress=progress).arrays
-    return selection.chosen(cases, o.lrs, selected)
+    return {name: line.line_choice(a) for name, a in selection.chosen(cases, o.lrs, selected).items()}
 
 
 def reported_study(cfg: MemoryPhasesConfig, data: dict, nets_: dict, cases: dict, chosen: dict, n_classes: int,
                    checkpoints: bool) -> Study:
-    """Every point's seeds at its chosen rate, evaluated on test, val, train and off; summary `summary.summarize`."""
+    """Every point's seeds at the line's rate, evaluated on test, val, train and off; summary `summary.summarize`."""
     tables = {name: case_train.reported_members(c.points, chosen[name]["point_lr"]) for name, c in cases.items()}
     t = cfg.train
     plan = Plan(epochs=t.steps, eval_every=t.eval_every, checkpoint_every=t.checkpoint_every if checkpoints else 0)
 
     def summarize(sweep, rows):
-        return summary_lib.summarize(rows, cases, chosen, batch_size=t.batch_size, l2=cfg.opt.l2, n_classes=n_classes)
+        return summary_lib.summarize(rows, cases, chosen, batch_size=t.batch_size, l2=cfg.opt.l2, n_classes=n_classes,
+                                     plateau=(t.plateau_frac, t.plateau_tol))
     digest, parts = runinfo.fingerprint(cfg)
     return make_study(cfg, data, tables, cases, nets_, plan, ("test", "val", "train", "off"), summarize, digest, parts)
 

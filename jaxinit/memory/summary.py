@@ -1,20 +1,19 @@
 """summary.json of the joined study: one record per member, statistics per case, point and line (pure numbers).
 
 Per member (`member_record`), from its evaluation rows: the selected step (the first evaluation with the lowest
-validation loss, the forgetting study's rule) and at it the forgetting instrument (test / train accuracy, kernel
-norm, the clocks of `jaxinit.shared.history.clocks` for the steps taken); the IGB instrument at init, at the
-selected step and at the end (test and off-distribution f_max, the favoured class on the off-distribution inputs,
-the per-class test-accuracy spread, c and gamma of h_L on test and off-distribution inputs).
+validation loss, the forgetting study's rule), the plateau check (`jaxinit.memory.line.plateau`) and at init, at
+the selected step and at the end: test / train accuracy, test and off-distribution f_max, the off-distribution
+class frequencies and favoured class, the per-class test-accuracy spread, c and gamma of h_L, the kernel norm; the
+clocks of the steps taken (`jaxinit.memory.line.run_clocks`: the member's rate, batch, steps and lambda).
 
-Per case (`case_summary`): per point the seed means with t intervals (`jaxinit.intervals`), the share of seeds whose
-favoured class survives (Clopper-Pearson) and the theory at init; over the case, the favoured-class identity
-statistic against its permutation null (`measures.identity_test`, permuted within points); along the line (every
-point lies at one sigma_b2) the forgetting study's memory statistics with their null
-(`jaxinit.shared.nulls.memory_statistics`: spread and slope over ln sigma_w2, sigma_w2 labels permuted within a
-seed) of the test accuracy and of the residual off-distribution f_max at the selected step (both x 100:
-spread in pp, slope in pp per e-fold of sigma_w2); the norm coupling
-(`jaxinit.shared.seed_stats.loglog_slopes`); the case's rate selection (`jaxinit.shared.selection.report`) and
-per point its rate beside the short horizon's, with the selection curve (`jaxinit.shared.selection.point_report`).
+Per case (`case_summary`): the line's rate and clocks (one rate for every point, `jaxinit.memory.line`); per point
+the seed means with t intervals (`jaxinit.intervals`), ``trained`` (mean test accuracy at the selected step >=
+`TRAINED_ACC` x chance), its plateau count, its theory at init (L / xi_c included) and the continuous identity
+statistic at the selected step and at the end (`jaxinit.memory.identity.test`, permuted within the point); over
+the case the same statistic pooled over the points; along the line the forgetting study's memory statistics with
+their null (`jaxinit.shared.nulls.memory_statistics`: spread and slope over ln sigma_w2, labels permuted within a
+seed) of the selected-step test accuracy and off-distribution f_max (x 100: pp, pp per e-fold); the norm coupling
+(`jaxinit.shared.seed_stats.loglog_slopes`); the trajectory over training (`trajectory`).
 """
 from __future__ import annotations
 
@@ -25,12 +24,13 @@ import numpy as np
 
 from jaxinit import intervals
 from jaxinit.jsonsafe import finite_or_none, to_json
-from jaxinit.memory import measures
+from jaxinit.memory import identity, line, measures
 from jaxinit.shared import history, nulls, seed_stats as fstats, selection
 
 THEORY_KEYS = ("theory_phase", "c_star", "c_L", "gamma_L", "fmax_theory", "chi1_pow", "backward_product", "xi_c",
                "depth_over_xi_c")
 AT = ("init", "best", "final")
+TRAINED_ACC = 2.0     # a point "trains" when its mean test accuracy at the selected step is >= 2 x chance (1 / C)
 
 
 def _num(v) -> float:
@@ -41,66 +41,81 @@ def _vec(v) -> np.ndarray:
     return np.array([_num(x) for x in v], float)
 
 
-def member_record(rows: list[dict], batch_size: int, l2: float) -> dict:
-    """One member's measures (module docstring) from its rows (`jaxinit.shared.history`: the selected step is
-    `best_epoch`, interpolation `tau_interp`)."""
+def member_record(rows: list[dict], batch_size: int, l2: float, plateau: tuple[float, float]) -> dict:
+    """One member's measures (module docstring) from its rows; ``plateau`` = (frac, tol) of `line.plateau`."""
     rows = history.by_epoch(rows)
     best = history.best_epoch(rows)
     at = dict(zip(AT, (rows[0], next((r for r in rows if r["epoch"] == best), rows[-1]), rows[-1])))
     first = rows[0]
     rec = {k: first[k] for k in ("member", "case", "act", "depth", "optimizer", "role", "point", "sigma_w2",
                                  "sigma_b2", "seed", "lr")}
-    rec.update(best_step=at["best"]["step"], tau_interp=history.tau_interp(rows), diverged=bool(rows[-1]["diverged"]))
+    rec.update(best_step=at["best"]["step"], steps=rows[-1]["step"], tau_interp=history.tau_interp(rows),
+               diverged=bool(rows[-1]["diverged"]))
     for name, r in at.items():
         rec.update({f"test_acc_{name}": r["test_acc"], f"train_acc_{name}": r["train_acc"],
-                    f"test_fmax_{name}": r["test_fmax"], f"off_fmax_{name}": r["off_fmax"],
+                    f"val_loss_{name}": r["val_loss"], f"test_fmax_{name}": r["test_fmax"],
+                    f"off_fmax_{name}": r["off_fmax"], f"off_class_freq_{name}": r["off_class_freq"],
                     f"favoured_{name}": int(measures.favoured(_vec(r["off_class_freq"]))),
                     f"class_spread_{name}": finite_or_none(measures.class_spread(_vec(r["test_class_acc"]))),
                     f"c_test_{name}": r["test_c"], f"gamma_test_{name}": r["test_gamma"], f"c_off_{name}": r["off_c"],
                     f"gamma_off_{name}": r["off_gamma"], f"kernel_norm_{name}": r["test_kernel_norm"]})
-    rec["off_class_freq_init"] = first["off_class_freq"]
-    rec["off_class_freq_best"] = at["best"]["off_class_freq"]
-    rec["favoured_stays"] = rec["favoured_init"] == rec["favoured_best"]
+    plat = line.plateau(rows, *plateau)
+    rec.update(plateau_reached=plat["reached"], plateau_gain_last=plat["gain_last"], plateau_gain_all=plat["gain_all"])
     l2_m = l2 if rec["optimizer"] == "sgd_l2" else 0.0
-    rec["clocks_at_best"] = history.clocks([rec["lr"]] * int(rec["best_step"]), batch_size, l2_m)
-    rec["clocks"] = history.clocks([rec["lr"]] * int(rows[-1]["step"]), batch_size, l2_m)
+    rec["clocks_at_best"] = line.run_clocks(rec["lr"], int(rec["best_step"]), batch_size, l2_m)
+    rec["clocks"] = line.run_clocks(rec["lr"], int(rec["steps"]), batch_size, l2_m)
     return rec
 
 
-def records(rows: list[dict], batch_size: int, l2: float) -> list[dict]:
+def records(rows: list[dict], batch_size: int, l2: float, plateau: tuple[float, float]) -> list[dict]:
     """`member_record` of every member, in member-index order."""
-    return [member_record(rs, batch_size, l2) for rs in history.rows_by_member(rows).values()]
+    return [member_record(rs, batch_size, l2, plateau) for rs in history.rows_by_member(rows).values()]
+
+
+def _freqs(recs: list[dict], at: str) -> np.ndarray:
+    return np.array([_vec(r[f"off_class_freq_{at}"]) for r in recs], float)
+
+
+def identity_of(recs: list[dict], at: str, **kw) -> dict:
+    """`identity.test` of init against ``at`` over ``recs``, strata = points."""
+    return identity.test(_freqs(recs, "init"), _freqs(recs, at), [r["point"] for r in recs], **kw)
+
+
+def identity_args(recs: list[dict], at: str) -> tuple:
+    """(f0, f1, strata, seeds) of ``recs`` for `identity.paired_difference`."""
+    return _freqs(recs, "init"), _freqs(recs, at), [r["point"] for r in recs], [r["seed"] for r in recs]
 
 
 def trajectory(rows: list[dict], n_points: int, batch_size: int, l2: float) -> dict:
-    """The decay of each measure over training, per evaluated step (E) and point (P): mean over seeds of the test
-    accuracy and off-distribution f_max per point, the line's test-accuracy spread (pp, mean per-seed max - min over
-    points) and slope (pp per e-fold of sigma_w2), the share of members still favouring their class at init, and
-    each point's clocks (T_SGD, T_L2, T_adapt) at each step (its own rate)."""
-    by = history.rows_by_member(rows)
+    """Over training, per evaluated step t: the line's clocks (one rate), the mean over seeds of each point's test
+    accuracy and off-distribution f_max at t, the line's test-accuracy spread under the horizon rule (each member
+    stopped at t and selected at its lowest validation loss up to t: pp, per-seed max - min over the points, mean
+    over seeds) and the pooled identity r of init against t (`identity.correlation`)."""
+    by = {m: history.by_epoch(rs) for m, rs in history.rows_by_member(rows).items()}
     steps = sorted({int(r["epoch"]) for r in rows})
-    lr_p, l2_m = np.full(n_points, np.nan), l2 if rows[0]["optimizer"] == "sgd_l2" else 0.0
+    first = next(iter(by.values()))[0]
+    lr, l2_m = float(first["lr"]), l2 if first["optimizer"] == "sgd_l2" else 0.0
     acc, fmax = np.full((len(steps), n_points), np.nan), np.full((len(steps), n_points), np.nan)
-    spread, slope, ident = [], [], []
-    fav = lambda r: int(measures.favoured(_vec(r["off_class_freq"])))      # noqa: E731
+    spread, ident = [], []
     for e, step in enumerate(steps):
-        at = {m: next(r for r in rs if int(r["epoch"]) == step) for m, rs in by.items()}
-        values = defaultdict(dict)
-        for m, r in at.items():
-            values[r["seed"]][r["sigma_w2"]] = _num(r["test_acc"])
-            lr_p[r["point"]] = r["lr"]
+        values, f0, f1, strata = defaultdict(dict), [], [], []
+        for rs in by.values():
+            upto = [r for r in rs if int(r["epoch"]) <= step]
+            sel = history.row_at(upto, history.best_epoch(upto)) or upto[-1]
+            values[rs[0]["seed"]][rs[0]["sigma_w2"]] = _num(sel["test_acc"])
+            f0.append(_vec(rs[0]["off_class_freq"]))
+            f1.append(_vec(upto[-1]["off_class_freq"]))
+            strata.append(rs[0]["point"])
         for p in range(n_points):
-            mine = [r for r in at.values() if r["point"] == p]
+            mine = [next(r for r in rs if int(r["epoch"]) == step) for rs in by.values() if rs[0]["point"] == p]
             acc[e, p] = np.nanmean([_num(r["test_acc"]) for r in mine])
             fmax[e, p] = np.nanmean([_num(r["off_fmax"]) for r in mine])
         grid = fstats.common_grid({s: set(v) for s, v in values.items()})
         spread.append(fstats.seed_statistics(fstats.per_seed_spreads(values, grid))[0])
-        slope.append(fstats.seed_statistics(fstats.per_seed_slopes(values, grid))[0])
-        ident.append(measures.identity_statistic([fav(rs[0]) for rs in by.values()], [fav(r) for r in at.values()]))
-    clocks = {k: np.array([[history.clocks([lr] * s, batch_size, l2_m)[k] for lr in lr_p] for s in steps])
-              for k in history.CLOCKS}
-    return {"step": steps, "test_acc": acc, "off_fmax": fmax, "spread_pp": spread, "memory_slope": slope,
-            "identity": ident, "clocks": clocks}
+        ident.append(identity.correlation(*identity.split(f0, f1, strata)))
+    clocks = {k: [line.run_clocks(lr, s, batch_size, l2_m)[k] for s in steps] for k in history.CLOCKS}
+    return {"step": steps, "test_acc": acc, "off_fmax": fmax, "spread_pp": spread, "identity_r": ident,
+            "clocks": clocks}
 
 
 def _mean_ci(values) -> dict:
@@ -109,16 +124,18 @@ def _mean_ci(values) -> dict:
     return {"mean": float(v.mean()) if v.size else None, "ci95": intervals.t_interval(v), "n": int(v.size)}
 
 
-def point_summary(recs: list[dict], theory: dict) -> dict:
-    """One point's seeds: means with intervals, favoured-class survival k / n, its theory at init."""
-    k = sum(r["favoured_stays"] for r in recs)
+def point_summary(recs: list[dict], theory: dict, n_classes: int) -> dict:
+    """One point's seeds: means with intervals, trained, plateau, identity at the selected step and the end."""
     out = {"role": recs[0]["role"], "sigma_w2": recs[0]["sigma_w2"], "sigma_b2": recs[0]["sigma_b2"],
            "lr": recs[0]["lr"], "n_seeds": len(recs), "n_diverged": sum(r["diverged"] for r in recs),
-           "favoured_stays": k, "favoured_stays_ci95": intervals.binomial_interval(k, len(recs)), **theory}
-    for key in ("test_acc_best", "train_acc_best", "off_fmax_init", "off_fmax_best", "off_fmax_final",
-                "test_fmax_init", "test_fmax_best", "class_spread_init", "class_spread_best", "c_off_init",
-                "gamma_off_init", "c_off_best", "c_test_init", "c_test_best", "best_step"):
+           "plateau_reached": sum(bool(r["plateau_reached"]) for r in recs), **theory}
+    for key in ("test_acc_best", "test_acc_final", "train_acc_best", "off_fmax_init", "off_fmax_best",
+                "off_fmax_final", "test_fmax_init", "test_fmax_best", "class_spread_init", "class_spread_best",
+                "c_off_init", "gamma_off_init", "c_off_best", "c_test_init", "c_test_best", "best_step"):
         out[key] = _mean_ci(r[key] for r in recs)
+    acc = out["test_acc_best"]["mean"]
+    out["trained"] = acc is not None and acc >= TRAINED_ACC / n_classes
+    out["identity_best"], out["identity_final"] = identity_of(recs, "best"), identity_of(recs, "final")
     return out
 
 
@@ -142,33 +159,44 @@ def norm_coupling(recs: list[dict], at: str = "best") -> float | None:
     return float(np.mean(slopes)) if slopes else None
 
 
-def case_summary(recs: list[dict], rows: list[dict], case, batch_size: int, l2: float) -> dict:
-    """Points, the favoured-class identity test (init vs selected step and vs end, within points) and the line."""
+def case_clocks(recs: list[dict]) -> dict:
+    """The clocks the case's runs took: at the end (every member runs the same steps at the line's rate) and at
+    the median selected step, with the rate, batch, steps and lambda they come from."""
+    med = lambda k: float(np.median([r["clocks_at_best"][k] for r in recs]))      # noqa: E731
+    return {"end": dict(recs[0]["clocks"]), "at_best_median": {k: med(k) for k in history.CLOCKS},
+            "best_step_median": float(np.median([r["best_step"] for r in recs])), "steps": recs[0]["steps"]}
+
+
+def case_summary(recs: list[dict], rows: list[dict], case, batch_size: int, l2: float, n_classes: int) -> dict:
+    """Points, the pooled identity statistic, the line's clocks and memory statistics, the plateau count."""
     n_points = len(case.points["role"])
     theory = [{k: case.points[k][p].item() for k in THEORY_KEYS if k in case.points} for p in range(n_points)]
-    points = [point_summary([r for r in recs if r["point"] == p], theory[p]) for p in range(n_points)]
-    fav = lambda at: [r[f"favoured_{at}"] for r in recs]
-    strata = [r["point"] for r in recs]
-    return {"act": case.act, "depth": case.depth, "optimizer": case.optimizer, "points": points,
+    points = [point_summary([r for r in recs if r["point"] == p], theory[p], n_classes) for p in range(n_points)]
+    return {"act": case.act, "depth": case.depth, "optimizer": case.optimizer, "batch_size": batch_size,
+            "l2": l2 if case.optimizer == "sgd_l2" else 0.0, "clocks": case_clocks(recs), "points": points,
+            "plateau": {"reached": sum(bool(r["plateau_reached"]) for r in recs), "n": len(recs),
+                        "not_reached": [r["member"] for r in recs if not r["plateau_reached"]]},
             "trajectory": trajectory(rows, n_points, batch_size, l2),
-            "identity_best": measures.identity_test(fav("init"), fav("best"), strata),
-            "identity_final": measures.identity_test(fav("init"), fav("final"), strata),
+            "identity_best": identity_of(recs, "best"), "identity_final": identity_of(recs, "final"),
             "line_test_acc": line_statistics(recs, "test_acc_best"),
             "line_off_fmax": line_statistics(recs, "off_fmax_best"),
             "norm_coupling_best": norm_coupling(recs, "best"), "norm_coupling_final": norm_coupling(recs, "final")}
 
 
-def summarize(rows: list[dict], cases: dict, chosen: dict, *, batch_size: int, l2: float,
-              n_classes: int) -> tuple[dict, dict]:
-    """(summary.json dict: ``members`` and ``cases``, per case its member arrays for notebooks and figures)."""
-    recs = records(rows, batch_size, l2)
+def summarize(rows: list[dict], cases: dict, chosen: dict, *, batch_size: int, l2: float, n_classes: int,
+              plateau: tuple[float, float]) -> tuple[dict, dict]:
+    """(summary.json dict: ``members``, ``cases`` and the ``hypotheses``' decisions, per case its member arrays
+    for notebooks and figures)."""
+    from jaxinit.memory import hypotheses
+    recs = records(rows, batch_size, l2, plateau)
     out, arrays = {}, {}
     for name, case in cases.items():
         mine = [r for r in recs if r["case"] == name]
-        out[name] = case_summary(mine, [r for r in rows if r["case"] == name], case, batch_size, l2)
-        out[name]["selection"] = selection.report(chosen[name])
+        out[name] = case_summary(mine, [r for r in rows if r["case"] == name], case, batch_size, l2, n_classes)
+        out[name].update(selection=selection.report(chosen[name]), line=line.report(chosen[name]))
         for p, point in enumerate(out[name]["points"]):
             point.update(selection.point_report(chosen[name], p))
         scalar = [k for k, v in mine[0].items() if isinstance(v, (int, float, bool)) or v is None]
         arrays[name] = {k: np.array([_num(r[k]) for r in mine]) for k in scalar}
-    return to_json({"n_classes": n_classes, "members": recs, "cases": out}), arrays
+    verdicts = hypotheses.decide(out, recs)
+    return to_json({"n_classes": n_classes, "members": recs, "cases": out, "hypotheses": verdicts}), arrays
