@@ -21,7 +21,7 @@ from the un-rescaled trained net: steps to target (0.95 x ridge = 0.842) median 
 arms vs 60 for a fresh EOC init; final test accuracy 0.904-0.906 (trained 0.891, one seed's SGD spike at the
 last step); paired differences vs trained (bootstrap 95 % intervals all containing 0): final accuracy
 +0.013..+0.014 (p >= 0.85), median steps to target 0..+5 (p >= 0.62), sustained absorption (p >= 0.19).
-The rescaling claim is not supported at this depth and budget (table and caveats: /tmp/notes/rescale.md).
+The rescaling claim is not supported at this depth and budget (table and caveats: docs/igb.md).
 """
 from __future__ import annotations
 

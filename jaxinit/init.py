@@ -90,7 +90,7 @@ def fill_kernels(key: jax.Array, params: Any, base_init: str) -> Any:
 
     All kernels come from *one* flat N(0, 1) draw, sliced in tree order and multiplied by each
     kernel's base std: one RNG op to compile instead of one per kernel shape (threefry compiles
-    slowly on CPU, ~1 s per shape), and the same key gives the same draws at every sigma_w.
+    slowly on CPU; docs/design.md, "Pairing"), and the same key gives the same draws at every sigma_w.
     """
     flat, treedef = jax.tree_util.tree_flatten_with_path(params)
     sizes = [math.prod(leaf.shape) if is_kernel(path) else 0 for path, leaf in flat]
@@ -227,7 +227,7 @@ def zero_drawn(params: Any) -> Any:
     return jax.tree_util.tree_map_with_path(lambda p, x: jnp.zeros_like(x) if drawn(p) else x, params)
 
 
-# Kernels are drawn from the member's key itself, as the pre-flax models did (same key, same kernels).
+# Kernels are drawn from the member's key itself (same key, same kernels).
 # Biases come from fold_in(key, BIAS_STREAM). With jax's default (partitionable) threefry, fold_in(key, d)
 # is threefry at counter (0, d), the counter a draw from `key` uses for its entry d: so d lies beyond
 # any kernel draw (< 2**31 entries) and the two streams never share a counter.

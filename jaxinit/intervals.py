@@ -21,7 +21,7 @@ def t_interval(values: Sequence[float], level: float = LEVEL) -> list[float] | N
     a = np.asarray(values, np.float64)
     if a.size < 2:
         return None
-    from scipy import stats  # ~0.3 s to import; only intervals need it
+    from scipy import stats  # slow to import; only intervals need it
     half = float(stats.t.ppf(0.5 + level / 2, a.size - 1)) * float(a.std(ddof=1)) / math.sqrt(a.size)
     mean = float(a.mean())
     return [mean - half, mean + half]

@@ -22,7 +22,7 @@ preconditioner) and finishes with ``- eta_t wd w`` (decoupled: bypasses the prec
               Adam with learning rate ``r eta_t`` and decoupled decay ``- r eta_t wd w`` (`MuonAux`,
               ``opt.muon_aux``), while T_L2 counts the Muon lr (the kernels' decay).
               No bias correction in the Nesterov mix (as the reference; optax.contrib.muon corrects it,
-              which differs by up to ~12 % of an update in the first steps).
+              which differs in the first steps: docs/forgetting.md, "Optimizers").
               (K. Jordan et al. 2024, "Muon: An optimizer for hidden layers in neural networks";
               optax.contrib.muon.) The routing is by leaf name and the reshape by the leaf's own
               shape, so a muon transform must be built and applied per member (inside vmap), never on
@@ -40,10 +40,10 @@ outside the square root (optax.scale_by_adam's form).
                (defaults 0.9, 0.999, 1e-8)
     reference  0.015 (3e-4 / 0.02)     0.9, 0.95, 1e-10            0.01
 
-``current`` is this project's earlier choice and matches the reference only in its structure (which
-leaves take Adam, momentum 0.95, Nesterov, NS5, the shape factor, decay scaled per group); ``reference``
-matches its hyperparameters as well. Both keep the muon setting's own lr (0.02, the reference's) and
-take an explicit ``opt.weight_decay`` / ``opt.setting_weight_decay=muon=...`` over the 0.01.
+``current`` (the default; the Muon results of docs/forgetting.md use it) matches the reference only in
+its structure (which leaves take Adam, momentum 0.95, Nesterov, NS5, the shape factor, decay scaled per
+group); ``reference`` matches its hyperparameters as well. Both keep the muon setting's own lr (0.02, the
+reference's) and take an explicit ``opt.weight_decay`` / ``opt.setting_weight_decay=muon=...`` over the 0.01.
 
 L2 and weight decay act on every parameter (PyTorch's ``weight_decay`` convention): kernels, biases,
 BatchNorm gains and shifts, and the classifier ("head").

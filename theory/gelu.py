@@ -6,7 +6,7 @@ used for tanh (`theory.activations`, `tanh(y) = sum_k a_k erf(b_k y) + e(y)`, `s
 `s_k = b_k / sqrt 2`, so `SiLU(x) = sum_k a_k x Phi(s_k x)` up to `x e(x/2)/2` (relative error of the
 kernels ~1e-9 at any q). Every expectation is then a finite sum of the closed forms below: exact in q,
 unlike a fixed Gauss-Hermite rule, which loses digits once `sqrt(q)` is large against the scale of the
-kink (6e-3 in c over 30 layers at sigma_w2 = 3, sigma_b2 = 0.1 with 64 x 64 nodes).
+kink (the comparison: docs/phase_diagram.md).
 
 Closed forms (derived by Gaussian integration by parts / Stein's lemma on
 `x Phi(a x) = E_e[x 1{a x - e > 0}]`; tests check them against scipy quadrature). For

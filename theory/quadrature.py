@@ -24,9 +24,9 @@ import numpy as np
 from numpy.polynomial.hermite_e import hermegauss
 from numpy.polynomial.legendre import leggauss
 
-# Default orders (the registry itself no longer uses Gauss-Hermite for any activation: a fixed rule loses
-# digits once sqrt(q) is large against the activation's scale, e.g. GELU at q = 1e3; tests use it as a
-# cross-check where it converges).
+# Default orders (the registry uses Gauss-Hermite for no activation: a fixed rule loses digits once sqrt(q)
+# is large against the activation's scale, e.g. GELU at q = 1e3; tests use it as a cross-check where it
+# converges).
 N_1D = 200
 N_2D = 64
 

@@ -1,6 +1,6 @@
 """Elementary functions the closed-form kernels call many times per map evaluation (float64 jax.numpy).
 
-XLA's float64 arcsin / sin run ~7x slower than tanh on CPU (scalar calls) and the kernels of
+XLA's float64 arcsin / sin are slow on CPU next to tanh (docs/phase_diagram.md) and the kernels of
 `theory.activations` and `theory.gelu` call them ~100 times per map evaluation, so both are evaluated
 here as polynomials in vectorisable Horner form.
 

@@ -133,7 +133,7 @@ SMOKE = IGBRescaleConfig(
     data=IGBDataConfig(name="digits", normalize="sphere", binarize=False),
 )
 CPU = IGBRescaleConfig()
-"""The notes' run (/tmp/notes/rescale.md): depth 20, width 256, tanh, sigma_b2 0.1 at the EOC; 600 SGD steps of
+"""The run of docs/igb.md, "The rescaling remark": depth 20, width 256, tanh, sigma_b2 0.1 at the EOC; 600 SGD steps of
 pretraining on 3,000 images of digits 0-4 (5 classes); fine-tuning on digits 5-9 (2,000 train / 500 val / 1,000
 test) for 200 steps, batch 64, fresh readout; arms: measured backward factor 0.1 / 1 / 10 (factors set per seed),
 the trained net, a fresh EOC init; SGD rates 3e-3 .. 0.3 chosen per arm on 2 validation seeds, 8 reported seeds.
