@@ -32,7 +32,9 @@ def main(cfg: ForgettingConfig, out: Path, resume: bool) -> None:
     if res.summary is None:   # several hosts: process 0 writes the results
         return
     rundir.write_run_info(out, res.timing)
-    print(memory.markdown_table(res.summary))
+    rundir.Manifest(out).write_text(out / "table.md", memory.markdown_table(res.summary))
+    print(memory.narrow_table(res.summary))
+    print(f"(every column: {files.safe_path(out / 'table.md')})")
     draw_figures(out)
 
 

@@ -122,7 +122,7 @@ def run(cfg: ClocksConfig, out=None, progress: bool = True):
                                               out / "figures" / f"collapse_{group}.png"))
     if "design" in summary:
         from jaxinit.forgetting import design_report
-        run_files.write_text(out / "design.md", design_report.markdown(summary["design"]))
+        run_files.write_text(out / "table.md", design_report.markdown(summary["design"]))
         figs += design_report.figures(out, summary["design"])
     rundir.record_written(out, figs)
     run_files.write_json(out / "summary.json", result.summary)

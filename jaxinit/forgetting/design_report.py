@@ -1,4 +1,4 @@
-"""Tables and figures of a design's verdicts (`design.analyse`): design.md (wide, markdown), a narrow
+"""Tables and figures of a design's verdicts (`design.analyse`): the run's table.md (wide, markdown), a narrow
 terminal summary (<= 100 characters a line) and figures/design_<group>.png (each point's spread against
 every candidate clock, trained cells filled, with the 95 % intervals over splits as error bars).
 Pure formatting of the design dict; no statistics are computed here except the drawn pooled fit."""
@@ -111,7 +111,8 @@ def tuned_table(d: Mapping[str, Any]) -> list[str]:
 
 
 def markdown(d: Mapping[str, Any]) -> str:
-    """design.md: points by horizon, the clock tests, the settled paper's rule, pairs, series, tuned rates."""
+    """The design run's table.md: points by horizon, the clock tests, the settled paper's rule, pairs, series and
+    tuned rates."""
     lines = [f"# Design: {d['splits']} data splits x {d['seeds']} seeds = {d['splits'] * d['seeds']} replicates",
              "", f"Intervals: 95 % t over split means (split a random effect; design_stats). Clock-test rule: "
              f"{d['rule']}, trained cells: every member's train accuracy at that predictor >= {d['trained']}.", ""]

@@ -46,7 +46,7 @@ import numpy as np
 
 from jaxinit.config import ConfigError
 from jaxinit.forgetting import nulls, stats
-from jaxinit.forgetting.tables import markdown_table
+from jaxinit.forgetting.tables import markdown_table, narrow_table
 from jaxinit.jsonsafe import to_json
 from jaxinit.forgetting.history import (CLOCKS, INTERP_THRESHOLD, MEASURED_CLOCKS, PROGRESS_THRESHOLDS,
                                         after_divergence, as_float, at_train_acc, best_epoch,
@@ -58,7 +58,7 @@ from jaxinit.forgetting.history import (CLOCKS, INTERP_THRESHOLD, MEASURED_CLOCK
 __all__ = ["CLOCKS", "INTERP_THRESHOLD", "MEASURED_CLOCKS", "PROGRESS_THRESHOLDS", "SELECTION_RULES", "acc_curve",
            "after_divergence", "at_train_acc", "best_epoch", "best_epoch_interpolated", "by_epoch",
            "check_selection", "clocks", "clocks_at_step", "diverged_step", "drop_reason", "kernel_norm",
-           "markdown_table", "measured_clocks", "member_summary", "norm_coupling", "progress_key",
+           "markdown_table", "measured_clocks", "narrow_table", "member_summary", "norm_coupling", "progress_key",
            "read_metrics", "repair_gap", "row_at", "rows_by_member", "selection_keys", "setting_labels",
            "spread", "spread_at_train_acc", "summarize", "tau_interp"]
 
