@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from dataclasses import replace
 
-from jaxinit.config import Preset, Presets
+from jaxinit.config import ModelConfig, Preset, Presets
 from jaxinit.forgetting.clocks import ClocksConfig, ClockSweep, DesignConfig
 from jaxinit.forgetting.config import CPU_BASE, PAPER, SMOKE
 
@@ -79,6 +79,15 @@ ADAPTIVE_TUNED = ClocksConfig(
     clocks=ClockSweep(families=("adam", "adamw", "muon"), adaptive_lr=(4e-4, 1.6e-3, 6.4e-3, 2.56e-2)),
     design=DesignConfig(splits=_SPLITS, rule="best_val", trained=0.9, tune=True, horizons=(30,)))
 
+# The same on the ResNet-8 (8-16-32, 1-D convolutions on the same data): 3 sigma_w, 2 splits x 3 seeds, 80 epochs
+# evaluated every 5 (the ResNet's evaluation costs ~4x its training on this CPU).
+ADAPTIVE_TUNED_RESNET = ClocksConfig(
+    data=_MAIN, model=ModelConfig(name="resnet8", width_mult=0.5),
+    train=replace(_DESIGN_TRAIN, epochs=80, eval_every=5, checkpoint_every=20),
+    sweep=replace(_DESIGN_SWEEP, sigma_w=(0.1, 0.6, 2.5), seeds=3),
+    clocks=ClockSweep(families=("adam", "adamw", "muon"), adaptive_lr=(1e-3, 4e-3, 1.6e-2)),
+    design=DesignConfig(splits=2, rule="best_val", trained=0.9, tune=True, horizons=(40,)))
+
 # The designs' smallest: two sgd points on two splits x 2 seeds, a pair and a batch series (tests, seconds).
 DESIGN_SMOKE = replace(SMOKE_CLOCKS, sweep=replace(SMOKE_CLOCKS.sweep, seeds=2), clocks=ClockSweep(
     families=("sgd",), sgd_lr=(0.05,), sgd_batch=(), reference_lr=0.05, sgd_lr_epochs=("0.1@3@32",)),
@@ -88,12 +97,14 @@ PRESETS = Presets({
     "cpu": Preset(CPU_CLOCKS, "every family along its own clock: 40 points of 18 members on the forgetting cpu base; "
                               "~41 min on 2 cores"),
     "smoke": Preset(SMOKE_CLOCKS, "tests, seconds: sgd and adam at two learning rates each on the smoke setting"),
-    "forget_sgd": Preset(FORGET_SGD, "items 1+5: which clock (T_SGD, sum eta, effective, steps) orders SGD's "
-                                     "forgetting; batch 16-256 at equal steps / T_SGD; 6 splits x 2 seeds; ~65 min"),
-    "forget_l2": Preset(FORGET_L2, "item 2: does L2 bring the spread to its null, on T_L2 or sum eta (equal T_L2, "
-                                   "lambda and eta 2x apart); 6 splits x 2 seeds; ~35 min"),
-    "adaptive_tuned": Preset(ADAPTIVE_TUNED, "item 3: adam, adamw, muon at tuned rates (one grid, chosen on "
+    "forget_sgd": Preset(FORGET_SGD, "clock test: which clock (T_SGD, sum eta, effective, steps) orders SGD's "
+                                     "forgetting; batch 16-256 at equal steps / T_SGD; 6 splits x 2 seeds; ~40 min"),
+    "forget_l2": Preset(FORGET_L2, "L2: does it bring the spread to its null, on T_L2 or sum eta (equal T_L2, "
+                                   "lambda and eta 2x apart); 6 splits x 2 seeds; ~25 min"),
+    "adaptive_tuned": Preset(ADAPTIVE_TUNED, "adam, adamw, muon at tuned rates (one grid, chosen on "
                                              "validation) on the MLP; 6 splits x 2 seeds; ~35 min"),
+    "adaptive_tuned_resnet": Preset(ADAPTIVE_TUNED_RESNET, "adam, adamw, muon at tuned rates on the ResNet-8; "
+                                                           "3 sigma_w, 2 splits x 3 seeds; ~50 min"),
     "design_smoke": Preset(DESIGN_SMOKE, "tests, seconds: a design on 2 data splits x 2 seeds with a pair and a "
                                          "batch series"),
     "paper": Preset(PAPER_CLOCKS, "every family along its own clock on the paper setting (ResNet-9, CIFAR-10); "
