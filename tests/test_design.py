@@ -115,7 +115,9 @@ def _summary(shift: float, seeds=3, effect=-0.04, rng_seed=0):
     rng = np.random.default_rng(rng_seed)
     members = [{"optimizer": "sgd", "sigma_w": w, "seed": s,
                 **{k: 0.6 + shift + effect * np.log(w) + 0.005 * rng.standard_normal()
-                   for k in ("test_acc_at_best", "test_acc_at_best_interpolated", "test_acc_final")}}
+                   for k in ("test_acc_at_best", "test_acc_at_best_interpolated", "test_acc_final")},
+                "kernel_norm_init": 10 * w, "kernel_norm_best": (10 * w) ** 0.5 * np.exp(0.01 * rng.standard_normal()),
+                "kernel_norm_final": 5.0 * np.exp(0.01 * rng.standard_normal())}
                for s in range(seeds) for w in grid]
     return {"members": members, "spread": {"sgd": {}}}
 
@@ -125,6 +127,9 @@ def test_pooled_runs_of_two_splits_find_a_planted_memory_with_split_degrees_of_f
     st = res["sgd"]["best_val"]
     assert st["spread"]["n_splits"] == 2 and st["spread"]["n"] == 6 and st["spread"]["df"] == 1
     assert st["slope"]["mean"] == pytest.approx(-4.0, abs=0.5) and st["slope_p"] < 0.01
+    # planted couplings: half the log-norm kept at the selected epoch, none at the end
+    assert res["sgd"]["coupling"]["best"]["mean"] == pytest.approx(0.5, abs=0.02)
+    assert abs(res["sgd"]["coupling"]["final"]["mean"]) < 0.02 and res["sgd"]["coupling"]["best"]["n_splits"] == 2
     false = 0
     for k in range(20):
         flat = pooled.pooled([(0, _summary(0.0, effect=0.0, rng_seed=10 + 2 * k)),

@@ -51,14 +51,33 @@ def matrix(runs: Sequence[tuple[int, Mapping[str, Any]]], label: str, key: str):
     return acc, reps, grid
 
 
+def coupling(runs: Sequence[tuple[int, Mapping[str, Any]]], label: str, key: str = "kernel_norm_best") -> dict | None:
+    """The norm coupling over replicates: per (split, seed) the log-log slope of `key` against the initial kernel
+    norm over sigma_w (`stats.loglog_slopes`), with the mixed interval; None where a norm is missing."""
+    from jaxinit.forgetting.stats import loglog_slopes
+    per, reps = [], []
+    for split, s in runs:
+        pairs: dict[int, list] = {}
+        for m in s["members"]:
+            if m["optimizer"] == label:
+                pairs.setdefault(int(m["seed"]), []).append((as_float(m.get("kernel_norm_init")), as_float(m.get(key))))
+        slopes = loglog_slopes(pairs)
+        if slopes is None:
+            return None
+        per += slopes
+        reps += [split] * len(slopes)
+    return design_stats.mixed_interval(per, reps)
+
+
 def pooled(runs: Sequence[tuple[int, Mapping[str, Any]]]) -> dict[str, dict[str, Any]]:
-    """{setting: {rule: `design_stats.cell`}} of the settings every run has."""
+    """{setting: {rule: `design_stats.cell`, "coupling": {"best", "final"}}} of the settings every run has."""
     labels = [lab for lab in runs[0][1]["spread"] if all(lab in s["spread"] for _, s in runs)]
     out: dict[str, dict[str, Any]] = {}
     for label in labels:
         for rule, key in RULES.items():
             m = matrix(runs, label, key)
             out.setdefault(label, {})[rule] = None if m is None else design_stats.cell(*m)
+        out[label]["coupling"] = {w: coupling(runs, label, f"kernel_norm_{w}") for w in ("best", "final")}
     return out
 
 
@@ -68,12 +87,17 @@ def table(result: Mapping[str, Mapping[str, Any]]) -> str:
              "| slope p |", "|---|---|---|---|---|---|---|---|"]
     for label, rules in result.items():
         for rule, st in rules.items():
+            if rule == "coupling":
+                continue
             if st is None:
                 lines.append(f"| {label} | {rule} | - | - | - | - | - | - |")
                 continue
             n = f"{st['spread']['n_splits']} x {st['spread']['n'] // max(st['spread']['n_splits'], 1)}"
             lines.append(f"| {label} | {rule} | {n} | {_ci(st['spread'])} | {_fmt(st['null'], '.1f')} "
                          f"| {_p(st['spread_p'])} | {_ci(st['slope'])} | {_p(st['slope_p'])} |")
+    lines += ["", "| setting | norm coupling at the selected epoch [95 % CI] | at the end [95 % CI] |", "|---|---|---|"]
+    lines += [f"| {label} | {_ci(r['coupling']['best'], '.2f')} | {_ci(r['coupling']['final'], '.2f')} |"
+              for label, r in result.items()]
     return "\n".join(lines)
 
 
