@@ -150,3 +150,16 @@ def test_a_design_preset_is_listed_with_what_it_decides(capsys):
     out = capsys.readouterr().out
     for name in ("forget_sgd", "forget_l2", "adaptive_tuned", "adaptive_tuned_resnet"):
         assert name in out
+
+
+@pytest.mark.parametrize("truth, expect, other", [(lambda t, s: 12 - 2 * np.log(t), "T_SGD", "T_adapt"),
+                                                  (lambda t, s: 20 - 2 * np.log(s), "T_adapt", "T_SGD")])
+def test_out_of_sample_prediction_favours_the_planted_clock_on_new_points(truth, expect, other):
+    from jaxinit.forgetting import design_predict
+    fit = {f"p{lr}": _cells(lr, [20, 40, 80, 160], truth, 0, i) for i, lr in enumerate((0.05, 0.1, 0.2))}
+    new = {f"q{lr}": _cells(lr, [30, 60, 120], truth, 0, 10 + i) for i, lr in enumerate((0.07, 0.3))}
+    res = design_predict.prediction(fit, new, ("T_SGD", "T_adapt"), "final", 0.99, n_boot=200)
+    assert res["better"] == expect and res["n_fit"] == 12 and res["n_test"] == 6
+    pair = res["pairwise"]["T_SGD - T_adapt"]
+    assert (pair["ci95"][1] < 0) if expect == "T_SGD" else (pair["ci95"][0] > 0), pair
+    assert res["mse"][other]["mse_pp2"] > res["mse"][expect]["mse_pp2"]

@@ -60,6 +60,21 @@ FORGET_SGD = ClocksConfig(
         batch_series=("equal_steps=sgd_lr0.1_b16_e200@24,sgd_lr0.1_b32_e50@48,sgd_lr0.1_b64_e100@96,sgd_lr0.1_b128@200,"
                       "sgd_lr0.1_b256_e400@400",
                       f"equal_T_SGD={_B16[0]}@200,sgd_lr0.2_b64_e200@200,sgd_lr0.8_b256_e200@200")))
+# The confirmation of the clock forget_sgd's run suggested (sum eta / b, the exploratory candidate of
+# design.EXPLORATORY; T_SGD, sum eta and steps lost to it there), stated before this run: with the curves each
+# candidate traces on forget_sgd's trained cells, sum eta / b predicts the trained cells of these new points better
+# than T_SGD (python -m jaxinit.forgetting.design runs/forget_sgd_confirm --fit-on runs/forget_sgd: the MSE
+# difference T_SGD - sum eta / b has an interval above 0). Three points at sum eta / b ~ 15 with T_SGD 0.78, 6.25 and
+# 12 (16x apart) and one at 7.5 with T_SGD 3.0; under T_SGD the first three differ by several pp, under sum eta / b
+# they are equal (pairs eqSb_*).
+FORGET_SGD_CONFIRM = ClocksConfig(
+    data=_MAIN, train=replace(_DESIGN_TRAIN, epochs=200), sweep=_DESIGN_SWEEP,
+    clocks=ClockSweep(families=("sgd",), sgd_lr=(0.4,), sgd_batch=(), reference_lr=0.4,
+                      sgd_lr_epochs=("0.8@200@128", "0.05@200@32", "0.4@100@64")),
+    design=DesignConfig(
+        splits=_SPLITS, rule="final", trained=0.99, evals=100, horizons=(50, 100, 200),
+        pairs=("eqSb_T8x=sgd_lr0.05_b32_e200@200/sgd_lr0.4_b64_e100@100",
+               "eqSb_T16x=sgd_lr0.05_b32_e200@200/sgd_lr0.8_b128_e200@200")))
 # L2 (item 2): sgd_l2 at b = 128 at equal lambda x eta (2e-3: lr 0.1 / lambda 0.02, the main job's, and lr 0.05 /
 # lambda 0.04) and at half of it (lr 0.1 / lambda 0.01, twice the epochs): equal T_L2 = lambda sum eta with lambda and
 # eta 2x apart; plain sgd at lr 0.1 the paired control. The paper's rule, trained cells: train acc at selection >= 99 %.
@@ -99,6 +114,8 @@ PRESETS = Presets({
     "smoke": Preset(SMOKE_CLOCKS, "tests, seconds: sgd and adam at two learning rates each on the smoke setting"),
     "forget_sgd": Preset(FORGET_SGD, "clock test: which clock (T_SGD, sum eta, effective, steps) orders SGD's "
                                      "forgetting; batch 16-256 at equal steps / T_SGD; 6 splits x 2 seeds; ~40 min"),
+    "forget_sgd_confirm": Preset(FORGET_SGD_CONFIRM, "confirmation: new sgd points at equal sum eta / b and T_SGD "
+                                                     "16x apart, scored out of sample against forget_sgd; ~15 min"),
     "forget_l2": Preset(FORGET_L2, "L2: does it bring the spread to its null, on T_L2 or sum eta (equal T_L2, "
                                    "lambda and eta 2x apart); 6 splits x 2 seeds; ~25 min"),
     "adaptive_tuned": Preset(ADAPTIVE_TUNED, "adam, adamw, muon at tuned rates (one grid, chosen on "

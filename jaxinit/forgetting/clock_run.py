@@ -137,3 +137,42 @@ def merge_lines(split_lines: list[dict]) -> dict:
     per_seed = [v for ln in split_lines for v in ln.get("spread_per_seed_selected") or []]
     return {**split_lines[0], "spread_per_seed_selected": per_seed, "n_seeds": len(per_seed),
             "spread_selected": sum(per_seed) / len(per_seed) if per_seed else None, "splits": len(split_lines)}
+
+
+def load_design(out) -> tuple[ClocksConfig, list[Point], dict]:
+    """(config, points, {point: {split: horizon entries}}) of a finished design run directory."""
+    import json
+    from jaxinit.config import from_dict
+    out = Path(out)
+    cfg = from_dict(ClocksConfig, json.loads((out / "config.json").read_text()))
+    by_split = {p.name: {k: json.loads((out / "points" / point_dir(p, k) / "horizons.json").read_text())
+                         for k in range(cfg.design.splits)} for p in points(cfg)}
+    return cfg, points(cfg), by_split
+
+
+def reanalyse(out, fit_on=None) -> list[Path]:
+    """A finished design's verdicts again from its points' horizons.json (no training): summary.json["design"],
+    table.md and figures/design_<group>.png rewritten with the current analysis; with `fit_on` (another finished
+    design) also "prediction": `design_predict.prediction` of every candidate clock of each group, fitted on
+    `fit_on`'s trained cells, scored on these. Returns the files written."""
+    import json
+    from jaxinit import rundir
+    from jaxinit.forgetting import design, design_predict, design_report
+    out = Path(out)
+    cfg, pts, by_split = load_design(out)
+    summary = json.loads((out / "summary.json").read_text())
+    summary["design"] = design.analyse(cfg, pts, by_split)
+    if fit_on is not None:
+        fcfg, fpts, fby = load_design(fit_on)
+        fit_cells, test_cells = design.cells_of(fpts, fby), design.cells_of(pts, by_split)
+        d = cfg.design
+        summary["design"]["prediction"] = {"fit_on": Path(fit_on).name, **{
+            g: design_predict.prediction(fit_cells, test_cells, design.CANDIDATES[g] + design.EXPLORATORY.get(g, ()),
+                                         d.rule, d.trained)
+            for g in {design.GROUP_OF.get(p.family, p.family) for p in pts} if g in design.CANDIDATES}}
+    run_files = rundir.Manifest(out)
+    run_files.write_text(out / "table.md", design_report.markdown(summary["design"]))
+    figs = design_report.figures(out, summary["design"])
+    rundir.record_written(out, figs)
+    run_files.write_json(out / "summary.json", summary)
+    return [out / "summary.json", out / "table.md", *figs]

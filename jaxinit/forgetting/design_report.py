@@ -12,7 +12,15 @@ from jaxinit.forgetting.tables import _fmt
 
 CLOCK_NAMES = {"T_SGD": "T_SGD", "T_adapt": "sum eta", "T_L2": "T_L2", "T_SGD_eff_slowest": "T_SGD eff (slowest)",
                "T_adapt_eff_slowest": "sum eta eff (slowest)", "T_update": "T_update", "T_update2": "T_update2",
-               "steps": "steps", "epochs": "epochs"}
+               "steps": "steps", "epochs": "epochs", "T_adapt_over_b": "sum eta / b (exploratory)"}
+
+
+def _var_ci(v: Any, ci: Any) -> str:
+    """A residual variance with its interval; the bias-corrected percentile bounds of a variance are clipped at
+    0 (the shift that corrects the resampled seed means' extra noise can carry a bound below it)."""
+    if v is None:
+        return "-"
+    return f"{v:.2f}" + (f" [{max(ci[0], 0.0):.2f}, {ci[1]:.2f}]" if ci else "")
 
 
 def _ci(s: Mapping[str, Any] | None, spec: str = ".1f") -> str:
@@ -62,14 +70,35 @@ def collapse_table(title: str, res: Mapping[str, Any]) -> list[str]:
            "| clock | residual variance pp^2 [95 % CI] | unexplained share | minus the best [95 % CI] |",
            "|---|---|---|---|"]
     for k, v in res["clocks"].items():
-        ci = v.get("ci95")
-        var = "-" if v["residual_var_pp2"] is None else (f"{v['residual_var_pp2']:.2f}" +
-                                                         (f" [{ci[0]:.2f}, {ci[1]:.2f}]" if ci else ""))
+        var = _var_ci(v["residual_var_pp2"], v.get("ci95"))
         dci = (res.get("difference_ci95") or {}).get(k)
         diff = (res.get("difference_pp2") or {}).get(k)
         dtxt = "(best)" if k == res["better"] else ("-" if diff is None else f"{diff:.2f}" +
                                                     (f" [{dci[0]:.2f}, {dci[1]:.2f}]" if dci else ""))
         out.append(f"| {CLOCK_NAMES.get(k, k)} | {var} | {_fmt(v.get('unexplained'), '.2f')} | {dtxt} |")
+    pw = res.get("pairwise") or {}
+    if pw:
+        out += ["", "| clock A - clock B | residual variance difference pp^2 [95 % CI] |", "|---|---|"]
+        for pair, v in pw.items():
+            a, b = pair.split(" - ")
+            ci = v.get("ci95")
+            out.append(f"| {CLOCK_NAMES.get(a, a)} - {CLOCK_NAMES.get(b, b)} | {v['difference_pp2']:.2f}"
+                       + (f" [{ci[0]:.2f}, {ci[1]:.2f}]" if ci else "") + " |")
+    return out + [""]
+
+
+def prediction_table(g: str, fit_on: str, res: Mapping[str, Any]) -> list[str]:
+    out = [f"**Out-of-sample test, {g}**: each clock's curve fitted on the {res['n_fit']} trained cells of {fit_on}, "
+           f"predicting the {res['n_test']} trained cells here (rule {res['rule']}); best: "
+           f"{CLOCK_NAMES.get(res['better'], res['better'])}", "",
+           "| clock | mean squared prediction error pp^2 [95 % CI] |", "|---|---|"]
+    out += [f"| {CLOCK_NAMES.get(k, k)} | {_var_ci(v['mse_pp2'], v.get('ci95'))} |" for k, v in res["mse"].items()]
+    out += ["", "| clock A - clock B | MSE difference pp^2 [95 % CI] |", "|---|---|"]
+    for pair, v in res["pairwise"].items():
+        a, b = pair.split(" - ")
+        ci = v.get("ci95")
+        out.append(f"| {CLOCK_NAMES.get(a, a)} - {CLOCK_NAMES.get(b, b)} | {v['difference_pp2']:.2f}"
+                   + (f" [{ci[0]:.2f}, {ci[1]:.2f}]" if ci else "") + " |")
     return out + [""]
 
 
@@ -118,8 +147,14 @@ def markdown(d: Mapping[str, Any]) -> str:
              f"{d['rule']}, trained cells: every member's train accuracy at that predictor >= {d['trained']}.", ""]
     for g, res in d["clock_test"].items():
         lines += collapse_table(f"Clock test, {g}", res)
+    for g, res in d.get("clock_test_exploratory", {}).items():
+        lines += collapse_table(f"Clock test with candidates suggested by this run (exploratory), {g}", res)
     for g, res in d["settled"].items():
         lines += collapse_table(f"Paper's rule at settled selections, {g}", res)
+    pred = d.get("prediction") or {}
+    for g, res in pred.items():
+        if g != "fit_on":
+            lines += prediction_table(g, pred["fit_on"], res)
     if d["pairs"]:
         lines += ["## Pairs", ""] + pairs_table(d)
     if d["series"]:
@@ -141,6 +176,12 @@ def terminal(d: Mapping[str, Any]) -> str:
                 diff = (res.get("difference_ci95") or {}).get(k)
                 out.append(f"  {CLOCK_NAMES.get(k, k):<22} V {_fmt(v['residual_var_pp2'], '.2f'):>7} pp^2"
                            + (f"  +{res['difference_pp2'][k]:.2f} [{diff[0]:.2f}, {diff[1]:.2f}]" if diff else ""))
+            first = next(iter(res["clocks"]))
+            for pair, v in (res.get("pairwise") or {}).items():
+                if pair.startswith(f"{first} - ") and v.get("ci95"):
+                    b = pair.split(" - ")[1]
+                    out.append(f"  {CLOCK_NAMES.get(first)} - {CLOCK_NAMES.get(b, b)}: {v['difference_pp2']:+.2f} "
+                               f"[{v['ci95'][0]:.2f}, {v['ci95'][1]:.2f}] pp^2")
     for label, pr in d["pairs"].items():
         v = pr.get(d["rule"]) or pr.get("best_val")
         if v:

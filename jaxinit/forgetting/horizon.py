@@ -234,7 +234,8 @@ def clock_collapse(runs: Sequence[Mapping[str, Any]], clocks: Sequence[str] = ("
     Returns {"clocks": {c: {"residual_var_pp2", "ci95", "unexplained"}}} (`unexplained`: V_c over the
     variance of the pooled y), `better` (lowest V_c), `difference_pp2` / `difference_ci95` {other clock:
     V_other - V_best}, `decisive` (every difference interval above 0), `n_runs`, `n_points`, `degree`,
-    `n_boot`. Values are None where too few points (<= degree + 1) carry a positive clock and a spread.
+    `n_boot`, and `pairwise` {"a - b": {"difference_pp2", "ci95"}} for every two clocks with a value (in the order
+    of `clocks`). Values are None where too few points (<= degree + 1) carry a positive clock and a spread.
     """
     means = [_run_means(np.asarray(r["per_seed"], np.float64)) for r in runs]
     point = {c: _residual_var(*pooled_points(runs, c, means), degree) for c in clocks}
@@ -258,10 +259,13 @@ def clock_collapse(runs: Sequence[Mapping[str, Any]], clocks: Sequence[str] = ("
     best = min(finite, key=finite.get) if finite else None
     diff = {c: finite[c] - finite[best] for c in finite if c != best} if best else {}
     diff_ci = {c: interval(boot[c] - boot[best], diff[c]) for c in diff}
+    pairwise = {f"{a} - {b}": {"difference_pp2": finite[a] - finite[b],
+                               "ci95": interval(boot[a] - boot[b], finite[a] - finite[b])}
+                for i, a in enumerate(finite) for b in list(finite)[i + 1:]}
     return to_json({
         "clocks": {c: {"residual_var_pp2": point[c],
                        "ci95": interval(boot[c], point[c]),
                        "unexplained": point[c] / var_y if var_y else None} for c in clocks},
-        "better": best, "difference_pp2": diff, "difference_ci95": diff_ci,
+        "better": best, "difference_pp2": diff, "difference_ci95": diff_ci, "pairwise": pairwise,
         "decisive": bool(diff_ci) and all(ci is not None and ci[0] > 0 for ci in diff_ci.values()),
         "n_runs": len(runs), "n_points": int(np.isfinite(y).sum()), "degree": degree, "n_boot": n_boot})
