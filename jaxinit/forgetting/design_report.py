@@ -205,9 +205,15 @@ def figures(out: Path, d: Mapping[str, Any]) -> list[Path]:
     from jaxinit.forgetting.horizon import collapse_fit
     paths = []
     for g, res in d["clock_test"].items():
+        res = (d.get("clock_test_exploratory") or {}).get(g, res)      # the stated clocks and any exploratory one
         clocks = list(res["clocks"])
-        fig = Figure(figsize=(3.4 * len(clocks), 3.5))
-        axes = fig.subplots(1, len(clocks), sharey=True, squeeze=False)[0]
+        ncol = min(4, len(clocks))
+        nrow = -(-len(clocks) // ncol)
+        fig = Figure(figsize=(3.6 * ncol, 3.3 * nrow))
+        grid = fig.subplots(nrow, ncol, sharey=True, squeeze=False)
+        axes = list(grid.ravel())
+        for ax in axes[len(clocks):]:
+            ax.set_visible(False)
         for ax, k in zip(axes, clocks):
             xs_fit, ys_fit = [], []
             for i, name in enumerate(res["points"]):
@@ -225,17 +231,19 @@ def figures(out: Path, d: Mapping[str, Any]) -> list[Path]:
                         ys_fit.append(y)
             fit = collapse_fit(np.asarray(xs_fit, float), np.asarray(ys_fit, float), 2) if xs_fit else None
             if fit is not None:
-                grid = np.geomspace(min(xs_fit), max(xs_fit), 100)
-                ax.plot(grid, np.polyval(fit[0], np.log(grid)), color="k", lw=1.2, ls="--")
+                line = np.geomspace(min(xs_fit), max(xs_fit), 100)
+                ax.plot(line, np.polyval(fit[0], np.log(line)), color="k", lw=1.2, ls="--")
             v = res["clocks"][k]["residual_var_pp2"]
             ax.set_title(f"{CLOCK_NAMES.get(k, k)}: V = {'-' if v is None else format(v, '.2f')} pp$^2$", fontsize=8)
             ax.set_xscale("log")
             ax.xaxis.set_minor_formatter(NullFormatter())
             ax.set_xlabel(CLOCK_NAMES.get(k, k) + " at the horizon", fontsize=8)
             ax.grid(alpha=0.3)
-        axes[0].set_ylabel(f"spread over $\\sigma_w$ ({d['rule']}), pp")
-        axes[-1].legend(fontsize=6, loc="best")
-        fig.suptitle(f"{g}: filled = trained cells (fit, dashed), hollow = not trained; bars: 95 % interval over "
-                     f"{d['splits']} splits", fontsize=9)
+        for row in grid:
+            row[0].set_ylabel(f"spread over $\\sigma_w$ ({d['rule']}), pp")
+        axes[0].legend(fontsize=6, loc="best")
+        fig.suptitle(f"{g}: filled = trained cells (quadratic fit in log clock, dashed), hollow = not trained; "
+                     f"bars: 95 % interval over {d['splits']} splits", fontsize=9)
+        fig.tight_layout()
         paths.append(_save(fig, Path(out) / "figures" / f"design_{g}.png"))
     return paths
