@@ -150,17 +150,26 @@ def load_design(out) -> tuple[ClocksConfig, list[Point], dict]:
     return cfg, points(cfg), by_split
 
 
-def reanalyse(out, fit_on=None) -> list[Path]:
+def reanalyse(out, fit_on=None, rule=None) -> list[Path]:
     """A finished design's verdicts again from its points' horizons.json (no training): summary.json["design"],
     table.md and figures/design_<group>.png rewritten with the current analysis; with `fit_on` (another finished
     design) also "prediction": `design_predict.prediction` of every candidate clock of each group, fitted on
-    `fit_on`'s trained cells, scored on these. Returns the files written."""
+    `fit_on`'s trained cells, scored on these. With `rule` (a predictor other than the design's own) the verdicts
+    under it are printed as markdown and kept in summary.json["design_by_rule"][rule]; nothing else changes.
+    Returns the files written."""
     import json
+    from dataclasses import replace
     from jaxinit import rundir
     from jaxinit.forgetting import design, design_predict, design_report
     out = Path(out)
     cfg, pts, by_split = load_design(out)
     summary = json.loads((out / "summary.json").read_text())
+    if rule is not None and rule != cfg.design.rule:
+        other = design.analyse(replace(cfg, design=replace(cfg.design, rule=rule)), pts, by_split)
+        summary.setdefault("design_by_rule", {})[rule] = other
+        print(design_report.markdown(other))
+        rundir.Manifest(out).write_json(out / "summary.json", summary)
+        return [out / "summary.json"]
     summary["design"] = design.analyse(cfg, pts, by_split)
     if fit_on is not None:
         fcfg, fpts, fby = load_design(fit_on)

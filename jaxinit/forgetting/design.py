@@ -309,22 +309,23 @@ def analyse(cfg, pts: Sequence[Any], entries: Mapping[str, Mapping[int, Sequence
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    """``python -m jaxinit.forgetting.design RUN_DIR [--fit-on FIT_DIR]``: the verdicts of a finished design again,
+    """``python -m jaxinit.forgetting.design RUN_DIR [--fit-on FIT_DIR] [--rule NAME]``: the verdicts of a finished
+    design again,
     from its points' saved horizons.json (no training): summary.json's "design", table.md and the design figures
     rewritten; with ``--fit-on``, also the out-of-sample test (`design_predict`): each candidate clock's curve
     fitted on FIT_DIR's trained cells predicting RUN_DIR's."""
+    import argparse
     import sys
-    args = list(sys.argv[1:] if argv is None else argv)
-    fit_on = None
-    if len(args) == 3 and args[1] == "--fit-on":
-        args, fit_on = args[:1], args[2]
-    if len(args) != 1:
-        print("usage: python -m jaxinit.forgetting.design RUN_DIR [--fit-on FIT_DIR] (finished clocks designs)",
-              file=sys.stderr)
-        return 2
+    parser = argparse.ArgumentParser(prog="python -m jaxinit.forgetting.design", description=main.__doc__)
+    parser.add_argument("run_dir")
+    parser.add_argument("--fit-on", dest="fit_on", default=None, help="a finished design whose curves predict these")
+    parser.add_argument("--rule", default=None, choices=RULES,
+                        help="the verdicts under another predictor than the design's own: printed, and kept in "
+                             "summary.json under design_by_rule (the design's own verdicts stay)")
+    args = parser.parse_args(sys.argv[1:] if argv is None else argv)
     from jaxinit.forgetting.clock_run import reanalyse
     try:
-        print("\n".join(str(p) for p in reanalyse(args[0], fit_on)))
+        print("\n".join(str(p) for p in reanalyse(args.run_dir, args.fit_on, args.rule)))
     except (OSError, ValueError, KeyError) as err:
         print(f"error: {str(err).splitlines()[0] if str(err) else type(err).__name__}", file=sys.stderr)
         return 2
