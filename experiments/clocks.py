@@ -42,6 +42,10 @@ def main(cfg: ClocksConfig, out: Path, resume: bool) -> None:
         print(f"{ln['point']:>26}  {ln['clock']:>7} = {cv:>8}  spread {sp} pp")
     for fam, v in verdicts["families"].items():
         print(f"{fam}: below half of low-LR SGD at {v['below_half_reference_at']}, below 5 pp at {v['below_5pp_at']}")
+    if "design" in result.summary:
+        from jaxinit.forgetting import design_report
+        print(design_report.terminal(result.summary["design"]))
+        return
     for group, c in verdicts["collapse_test"].items():
         parts = [f"{k} V = {x['residual_var_pp2']:.3g} pp^2 {x['ci95']}" for k, x in c["clocks"].items()
                  if x["residual_var_pp2"] is not None]

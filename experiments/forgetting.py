@@ -21,6 +21,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from jaxinit.run import cli, files, runinfo
+from jaxinit.run.manifest import Manifest
 from jaxinit.errors import ConfigError
 from jaxinit.forgetting import PRESETS, ForgettingConfig, fit, tables, validate
 from jaxinit.forgetting.loop import check_setup
@@ -31,7 +32,9 @@ def main(cfg: ForgettingConfig, out: Path, resume: bool) -> None:
     if res.summary is None:   # several hosts: process 0 writes the results
         return
     runinfo.write_run_info(out, res.timing)
-    print(tables.markdown_table(res.summary))
+    Manifest(out).write_text(out / "table.md", tables.markdown_table(res.summary))
+    print(tables.narrow_table(res.summary))
+    print(f"(every column: {files.safe_path(out / 'table.md')})")
     draw_figures(out)
 
 

