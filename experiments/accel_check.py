@@ -30,6 +30,8 @@ import sys
 import time
 from pathlib import Path
 
+from jaxinit.errors import ConfigError
+
 _T0 = time.monotonic()
 
 
@@ -44,7 +46,7 @@ def _seconds(text: str) -> float:
     except ValueError:
         raise argparse.ArgumentTypeError(f"needs a number of seconds, got {text!r}") from None
     if not 0 < value < 1e6:
-        raise argparse.ArgumentTypeError(f"needs a number of seconds > 0, got {text!r}")
+        raise argparse.ArgumentTypeError(f"needs a number of seconds > 0 and < 1000000, got {text!r}")
     return value
 
 
@@ -67,6 +69,19 @@ def accelerator_visible() -> bool:
     return shutil.which("nvidia-smi") is not None or Path("/dev/accel0").exists()
 
 
+OUTPUTS = ("accel.jsonl", "accel.log", "table.md", "xla_autotune.textproto")
+
+
+def check_out(out: Path) -> None:
+    """``--out`` is no run directory and inside no run's own folders (`jaxinit.run.rundir.check_outside_runs`),
+    and none of the check's files there is a directory (a ConfigError naming it)."""
+    from jaxinit.run.rundir import check_outside_runs
+    check_outside_runs(out, "the device check's output")
+    for name in OUTPUTS:
+        if (out / name).exists() and not (out / name).is_file():
+            raise ConfigError(f"--out {out}: {name} there is not a file; choose another --out")
+
+
 def main(argv: list[str] | None = None, t0: float | None = None) -> int:
     from jaxinit.tools.accel_plan import FULL, TINY
     argv = sys.argv[1:] if argv is None else list(argv)
@@ -83,7 +98,11 @@ def main(argv: list[str] | None = None, t0: float | None = None) -> int:
     plan = TINY if args.tiny else FULL
     out = args.out.expanduser()
     try:
+        check_out(out)
         out.mkdir(parents=True, exist_ok=True)
+    except ConfigError as err:
+        print(f"error: {err}", file=sys.stderr)
+        return 2
     except OSError as err:
         print(f"error: {out}: cannot write there ({err.strerror or err})", file=sys.stderr)
         return 2

@@ -29,7 +29,8 @@ from pathlib import Path
 
 from jaxinit.run import cli
 from jaxinit.forgetting import clock_run
-from jaxinit.forgetting.clocks import PRESETS, ClocksConfig, point_config, points, validate
+from jaxinit.forgetting.clock_presets import PRESETS
+from jaxinit.forgetting.clocks import ClocksConfig, point_config, points, validate
 from jaxinit.forgetting.loop import check_setup
 
 

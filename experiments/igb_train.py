@@ -31,6 +31,7 @@ from jaxinit.run import cli
 from jaxinit.igb.config_train import PRESETS, IGBTrainConfig, validate
 from jaxinit.igb.plots_train import plot_train_results as plot_all
 from jaxinit.igb.study_train import check_setup as prepare, train_phases
+from jaxinit.igb.summary_train import steps_text
 from jaxinit.shared import sink
 
 
@@ -54,23 +55,17 @@ def main(cfg: IGBTrainConfig, out: Path, resume: bool) -> None:
         print(f"figure {path}")
 
 
-def _steps(steps: list) -> str:
-    """'k/n reached (median m)' of per-seed steps (None: never)."""
-    hit = sorted(s for s in steps if s is not None)
-    return f"{len(hit)}/{len(steps)}" + (f" (median {hit[len(hit) // 2]})" if hit else "")
-
-
 def point_line(row: dict) -> str:
     """One point of summary.json as a line: its name and theory phase, rates, outcome and absorption."""
     short = row.get("at_short") or {}
     at_h = (f", at h's rate {short['lr']:.0e}: trains {short['trains']}/{short['n_seeds']}"
             if short.get("trained") and not short.get("same_rate") else "")
     prej = row.get("prejudice", {}).get("absorbed")
-    absorbed = f"; recall-gap absorbed {_steps(prej['steps'])}" if prej else ""
+    absorbed = f"; recall-gap absorbed {steps_text(prej['steps'])}" if prej else ""
     return (f"{row['phase']} [{row['theory_phase']}] sigma_w2={row['sigma_w2']:.3f} L/xi_c={row['depth_over_xi_c']:.1f} "
             f"lr={row['lr']:.0e}: f_max at init {row['fmax0_mean']:.2f}, trains {row['trains']}/{row['n_seeds']}, "
-            f"final test acc {row['final_test_acc_mean']:.3f}, target reached {_steps(row['steps_to_target'])}, "
-            f"sustained absorption {_steps(row['steps_absorbed'])}{absorbed}{at_h}")
+            f"final test acc {row['final_test_acc_mean']:.3f}, target reached {steps_text(row['steps_to_target'])}, "
+            f"sustained absorption {steps_text(row['steps_absorbed'])}{absorbed}{at_h}")
 
 
 def crossed_lines(crossed: dict) -> list[str]:

@@ -189,6 +189,7 @@ def test_merge_autotune_keeps_one_version_and_every_result_once():
 @pytest.mark.parametrize("argv, fragment", [
     (["--deadline", "0"], "--deadline"),
     (["--deadline", "soon"], "--deadline"),
+    (["--deadline", "1e30"], "< 1000000"),          # names the bound it broke, not "> 0"
     (["--bogus"], "--bogus"),
 ])
 def test_bad_command_line_is_one_line_and_exit_2(argv, fragment, capsys, tmp_path):
@@ -284,3 +285,24 @@ def test_compile_clock_needs_no_unregister_function(monkeypatch):
         with second.measure() as again:
             jax.jit(lambda x: jnp.tan(x) + 4.0)(jnp.ones(3)).block_until_ready()
     assert 0 < again["seconds"] and second.seconds == again["seconds"]
+
+
+def test_an_out_that_is_a_run_or_inside_one_is_refused_and_the_run_untouched(tmp_path, capsys):
+    from test_never_lose_round3 import make_finished, snapshot
+    run = tmp_path / "run"
+    before = make_finished("phase_diagram", run)
+    for out in (run / "checkpoints" / "6", run, run / "figures"):
+        capsys.readouterr()
+        assert accel_check.main(["--tiny", "--only", "none", "--out", str(out)]) == 2
+        err = capsys.readouterr().err.strip().splitlines()
+        assert len(err) == 1 and err[0].startswith("error:") and "run" in err[0], err
+    assert snapshot(run) == before
+    assert accel_check.main(["--tiny", "--only", "none", "--out", str(tmp_path / "beside")]) == 0
+
+
+@pytest.mark.parametrize("name", accel_check.OUTPUTS)
+def test_an_output_file_that_is_a_directory_is_one_line(tmp_path, capsys, name):
+    (tmp_path / "o" / name).mkdir(parents=True)
+    assert accel_check.main(["--tiny", "--only", "none", "--out", str(tmp_path / "o")]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and name in err[0] and err[0].startswith("error:"), err

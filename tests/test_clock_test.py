@@ -10,11 +10,12 @@ import pytest
 from experiments import clocks as experiment
 from jaxinit.errors import ConfigError
 from jaxinit.forgetting import clock_test as T
+from jaxinit.forgetting import clock_presets as P
 from jaxinit.forgetting import clocks as C
 
 
 def test_clock_test_design_holds_equal_t_sgd_equal_sum_eta_and_equal_steps():
-    ps = {p.name: p for p in C.points(C.CLOCK_TEST)}
+    ps = {p.name: p for p in C.points(P.CLOCK_TEST)}
     assert set(ps) == {"sgd_lr0.05_b128", "sgd_lr0.2_b128_e20", "sgd_lr0.1_b128_e40", "sgd_lr0.025_b128_e320",
                        "sgd_lr0.05_b32_e20", "sgd_lr0.05_b64_e40"}
     n = 3200
@@ -36,9 +37,9 @@ def test_clock_test_design_holds_equal_t_sgd_equal_sum_eta_and_equal_steps():
     # equal lr and steps (2,000), batch 32 / 64 / 128: four and two times the gradient noise
     steps = {p.batch_size: p.epochs * (n // p.batch_size) for p in ps.values() if p.lr == 0.05}
     assert steps == {32: 2000, 64: 2000, 128: 2000}
-    assert C.CLOCK_TEST.sweep.seeds >= 5 and C.ADAPTIVE_TEST.sweep.seeds >= 5
-    C.validate(C.CLOCK_TEST)
-    C.validate(C.ADAPTIVE_TEST)
+    assert P.CLOCK_TEST.sweep.seeds >= 5 and P.ADAPTIVE_TEST.sweep.seeds >= 5
+    C.validate(P.CLOCK_TEST)
+    C.validate(P.ADAPTIVE_TEST)
 
 
 def test_horizons_are_the_grid_up_to_the_last_epoch_and_respect_eval_every():
@@ -62,7 +63,7 @@ def test_sgd_runs_parse(text, parsed):
     ({"sgd_lr_epochs": ("0.05@2@64",)}, "appears twice"),
 ])
 def test_bad_sgd_runs_are_one_line_config_errors(change, fragment):
-    cfg = replace(C.SMOKE_CLOCKS, clocks=replace(C.SMOKE_CLOCKS.clocks, **change))
+    cfg = replace(P.SMOKE_CLOCKS, clocks=replace(P.SMOKE_CLOCKS.clocks, **change))
     with pytest.raises(ConfigError) as e:
         C.validate(cfg)
     assert fragment in str(e.value) and "\n" not in str(e.value)

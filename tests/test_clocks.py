@@ -6,11 +6,13 @@ from dataclasses import replace
 import pytest
 
 from experiments import clocks as experiment
+from jaxinit.forgetting import clock_presets as P
+from jaxinit.forgetting import clock_lines as L
 from jaxinit.forgetting import clocks as C
 
 
 def test_points_sweep_each_family_along_its_own_knob():
-    ps = C.points(C.CPU_CLOCKS)
+    ps = C.points(P.CPU_CLOCKS)
     by = {p.name: p for p in ps}
     assert [p.name for p in ps if p.reference] == ["sgd_lr0.05_b128"]
     assert {p.clock for p in ps if p.family == "momentum"} == {"T_SGD"}
@@ -18,7 +20,7 @@ def test_points_sweep_each_family_along_its_own_knob():
     assert by["sgd_lr0.05_b16"].batch_size == 16 and by["sgd_lr0.05_b16"].lr == 0.05
     assert by["adam_lr0.0064_e20"].epochs == 20 and by["adamw_lr0.025_e80"].weight_decay == 0.05
     assert len({p.name for p in ps}) == len(ps)
-    cfg = C.point_config(C.CPU_CLOCKS, by["sgd_l2_lam0.005"])
+    cfg = C.point_config(P.CPU_CLOCKS, by["sgd_l2_lam0.005"])
     assert cfg.sweep.optimizers == ("sgd_l2",) and cfg.opt.setting_weight_decay == ("sgd_l2=0.005",)
     # the adaptive lr sweep reaches the paper's order of T_adapt: 0.025 x 25 steps x 80 epochs = 50
     assert max(p.lr * p.epochs * 25 for p in ps if p.family == "adam") >= 50
@@ -38,7 +40,7 @@ def _line(fam, clock, x, y, ref=False):
 def test_verdicts_and_collapse_on_hand_made_lines():
     lines = [_line("sgd", "T_SGD", 0.01, 20.0, True), _line("sgd", "T_SGD", 1.0, 8.0),
              _line("adam", "T_adapt", 0.1, 16.0), _line("adam", "T_adapt", 10.0, 4.0)]
-    v = C.verdicts(lines)
+    v = L.verdicts(lines)
     assert v["reference_spread_pp"] == 20.0
     assert v["families"]["sgd"]["below_half_reference_at"] == pytest.approx(10 ** (-2 + 2 * 10 / 12))
     assert v["families"]["sgd"]["below_5pp_at"] is None
@@ -53,7 +55,7 @@ def test_smoke_sweep_end_to_end_and_resume_reuses_points(tmp_path):
     out = tmp_path / "c"
     assert experiment.run(["--preset", "smoke", "--out", str(out)]) == 0
     lines = [json.loads(s) for s in (out / "clocks.jsonl").read_text().splitlines()]
-    assert [ln["point"] for ln in lines] == [p.name for p in C.points(C.SMOKE_CLOCKS)]
+    assert [ln["point"] for ln in lines] == [p.name for p in C.points(P.SMOKE_CLOCKS)]
     need = {"setting", "clock", "clock_value", "clock_value_end", "spread_pp", "spread_ci95",
             "spread_pp_interpolated", "n_seeds", "lr", "weight_decay", "batch_size", "epochs"}
     for ln in lines:
@@ -86,10 +88,10 @@ def test_bad_sweeps_are_one_line_exit_2(tmp_path, capsys, args, fragment):
 
 
 def test_empty_family_sweep_is_refused():
-    cfg = replace(C.SMOKE_CLOCKS, clocks=replace(C.SMOKE_CLOCKS.clocks, families=("momentum",), momentum_lr=()))
+    cfg = replace(P.SMOKE_CLOCKS, clocks=replace(P.SMOKE_CLOCKS.clocks, families=("momentum",), momentum_lr=()))
     with pytest.raises(Exception, match="sweep of momentum is empty"):
         C.validate(cfg)
-    assert math.isfinite(C.HALF)
+    assert math.isfinite(L.HALF)
 
 
 # --------------------------------------------------------------------------- issue 18: ties, intervals, names
@@ -116,32 +118,32 @@ def _bootstrapped_lines():
 
 def test_crossing_intervals_from_resampling_seeds_contain_the_point_estimate():
     lines = _bootstrapped_lines()
-    v = C.verdicts(lines, n_boot=500)
+    v = L.verdicts(lines, n_boot=500)
     fam = v["families"]["sgd"]
     assert v["n_bootstrap"] == 500
     for at, ci in ((fam["below_half_reference_at"], fam["below_half_reference_ci95"]),
                    (fam["below_5pp_at"], fam["below_5pp_ci95"])):
         assert ci[0] < at < ci[1]
         assert ci[1] / ci[0] < 10       # seeds this close pin the crossing within a decade
-    assert C.verdicts(lines, n_boot=500) == v                             # seeded: equal inputs, equal intervals
+    assert L.verdicts(lines, n_boot=500) == v                             # seeded: equal inputs, equal intervals
     # noisier seeds at the point that decides: a wider interval for the 5 pp crossing
     noisy = lines[:2] + [_line_with_seeds("sgd", "T_SGD", 1.0, [1.0, 14.0, 7.0, 2.0, 11.0])] + lines[3:]
-    wide = C.verdicts(noisy, n_boot=500)["families"]["sgd"]["below_5pp_ci95"]
+    wide = L.verdicts(noisy, n_boot=500)["families"]["sgd"]["below_5pp_ci95"]
     assert wide[1] / wide[0] > fam["below_5pp_ci95"][1] / fam["below_5pp_ci95"][0]
 
 
 def test_crossing_interval_open_above_when_resamples_do_not_cross_and_none_without_seeds():
     lines = [_line_with_seeds("sgd", "T_SGD", 0.01, [20.0, 21.0, 19.0], True),
              _line_with_seeds("sgd", "T_SGD", 1.0, [4.0, 5.5, 6.0])]            # mean 5.17: just above 5 pp
-    fam = C.verdicts(lines, n_boot=400)["families"]["sgd"]
+    fam = L.verdicts(lines, n_boot=400)["families"]["sgd"]
     assert fam["below_5pp_at"] is None and fam["below_5pp_ci95"][1] is None      # often never below in range
     old = [_line("sgd", "T_SGD", 0.01, 20.0, True), _line("sgd", "T_SGD", 1.0, 8.0)]   # clocks.jsonl before issue 18
-    fam = C.verdicts(old)["families"]["sgd"]
+    fam = L.verdicts(old)["families"]["sgd"]
     assert fam["below_half_reference_at"] is not None and fam["below_half_reference_ci95"] is None
 
 
 def test_point_names_are_exact_values():
-    cfg = replace(C.SMOKE_CLOCKS, clocks=replace(C.SMOKE_CLOCKS.clocks, sgd_lr=(0.05, 0.050001), adaptive_lr=(1e-3,)))
+    cfg = replace(P.SMOKE_CLOCKS, clocks=replace(P.SMOKE_CLOCKS.clocks, sgd_lr=(0.05, 0.050001), adaptive_lr=(1e-3,)))
     names = [p.name for p in C.points(cfg)]
     assert names[:2] == ["sgd_lr0.05_b64", "sgd_lr0.050001_b64"]          # .3g gave both "sgd_lr0.05_b64"
     assert C._tag(2.5e-05) == "2.5e-05" and C._tag(1e16) == "1e16" and float(C._tag(0.1 + 0.2)) == 0.1 + 0.2
@@ -157,7 +159,7 @@ def test_point_names_are_exact_values():
 ])
 def test_duplicate_points_and_an_empty_design_are_one_line_config_errors(change, fragment):
     from jaxinit.errors import ConfigError
-    cfg = replace(C.SMOKE_CLOCKS, clocks=replace(C.SMOKE_CLOCKS.clocks, **change))
+    cfg = replace(P.SMOKE_CLOCKS, clocks=replace(P.SMOKE_CLOCKS.clocks, **change))
     with pytest.raises(ConfigError) as e:
         C.validate(cfg)
     assert fragment in str(e.value) and "\n" not in str(e.value)
@@ -185,7 +187,7 @@ def test_line_carries_per_seed_spreads_slope_nulls_and_measured_clocks():
           for seed in (0, 1) for s in (0.5, 1.0, 2.0)]
     summary = {"members": ms, "spread": {"adam": M.spread(ms, "adam")}}
     p = C.Point("adam_lr0.001_e2", "adam", "T_adapt", 1e-3, 0.0, 64, 2)
-    ln = C.line(p, summary)
+    ln = L.line(p, summary)
     assert ln["spread_per_seed_selected"] == pytest.approx([7.5, 7.5])
     assert ln["clock_value"] == 1.0 and ln["T_update_value"] == 0.7 and ln["T_update_value_end"] == 1.5
     assert ln["slope_selected"] < 0 and ln["null_selected"] == pytest.approx(0.0) and ln["slope_p_selected"] > 0
@@ -201,3 +203,14 @@ def test_collapse_figure_is_written(tmp_path):
     res = horizon.clock_collapse(runs, n_boot=50)
     path = clock_plots.plot_collapse(runs, ["lr 0.1", "lr 0.2"], res, tmp_path / "collapse.png")
     assert path.stat().st_size > 0 and res["better"] == "T_SGD"
+
+
+def test_a_pooled_points_mean_outside_its_interval_is_drawn_without_a_negative_bar(tmp_path):
+    # a point pooled over data splits carries the mean over every (split, seed) beside the interval over split
+    # means; matplotlib refuses a negative error bar, which once ended a finished design in its figures
+    from jaxinit.forgetting import clock_plots
+    lines = [{"setting": "adam", "clock": "T_adapt", "selection": "best_val", "clock_value": c, "spread_selected": s,
+              "ci_selected": ci, "epochs": 60,
+              "batch_size": 128} for c, s, ci in ((0.1, 9.0, [9.5, 12.0]), (1.0, 5.0, [3.0, 4.5]))]
+    path = clock_plots.plot_spread_vs_own_clock(lines, {}, tmp_path / "f.png")
+    assert path.exists() and path.stat().st_size > 0

@@ -151,9 +151,12 @@ def test_replot_is_a_flag_and_needs_saved_results(tmp_path, capsys):
     def run(argv):
         return cli.run(replace(EXPERIMENT, replot=lambda out: calls.append(out) or []), argv)
     assert run(["--replot", str(tmp_path / "none")]) == 2
-    assert "no saved results" in capsys.readouterr().err and calls == []
+    assert "no such run directory" in capsys.readouterr().err and calls == []
     assert not (tmp_path / "none").exists()                       # nothing created for a bad dir
     (tmp_path / "run" / "results").mkdir(parents=True)
+    (tmp_path / "run" / "config.json").write_text(json.dumps(to_dict(Cfg())))
+    assert run(["--replot", str(tmp_path / "run")]) == 2
+    assert "no saved results" in capsys.readouterr().err and calls == []
     (tmp_path / "run" / "results" / "a.npz").write_bytes(b"")
     assert run([f"--replot={tmp_path / 'run'}"]) == 0
     assert calls == [tmp_path / "run"]

@@ -59,8 +59,8 @@ def test_bad_contrasts_are_one_line_config_errors(field, value, fragment):
 
 def test_every_design_preset_validates_and_its_contrasts_are_at_equal_clocks():
     for name in ("forget_sgd", "forget_l2", "adaptive_tuned", "adaptive_tuned_resnet", "design_smoke"):
-        C.validate(C.PRESETS[name])
-    pairs, series = design.parse_pairs(P.FORGET_SGD)
+        C.validate(P.PRESETS[name])
+    pairs, series = C.parse_pairs(P.FORGET_SGD)
     pts = {p.name: p for p in C.points(P.FORGET_SGD)}
 
     def clocks(ref):   # T_SGD and sum eta at a horizon on 1,600 examples
@@ -163,3 +163,13 @@ def test_out_of_sample_prediction_favours_the_planted_clock_on_new_points(truth,
     pair = res["pairwise"]["T_SGD - T_adapt"]
     assert (pair["ci95"][1] < 0) if expect == "T_SGD" else (pair["ci95"][0] > 0), pair
     assert res["mse"][other]["mse_pp2"] > res["mse"][expect]["mse_pp2"]
+
+
+def test_a_points_line_over_splits_has_its_interval_over_the_split_means():
+    from jaxinit.intervals import t_interval
+    lines = [{"point": "p", "spread_per_seed_selected": [1.0, 3.0], "ci_selected": [0.0, 0.5]},
+             {"point": "p", "spread_per_seed_selected": [5.0, 7.0], "ci_selected": [9.0, 9.5]}]
+    merged = clock_run.merge_lines(lines)
+    assert merged["spread_selected"] == 4.0 and merged["n_seeds"] == 4 and merged["splits"] == 2
+    assert merged["ci_selected"] == t_interval([2.0, 6.0])     # not split 0's interval
+    assert merged["ci_selected"][0] < merged["spread_selected"] < merged["ci_selected"][1]

@@ -243,3 +243,11 @@ def test_trains_is_counted_with_an_exact_interval_and_compared_with_the_eoc_by_f
     assert lo == 0.0 and hi == pytest.approx(1 - 0.025 ** (1 / 8), rel=1e-9)                 # Clopper-Pearson at k = 0
     assert rows["EOC"]["steps_absorbed"] == [4] * 8 and rows["ordered-deep"]["steps_absorbed_median"] is None
     assert rows["EOC"]["steps_to_target"] == [4] * 8
+
+
+def test_steps_text_gives_the_censored_median_over_every_seed():
+    from jaxinit.igb.summary_train import steps_text
+    assert steps_text([40, 52, None, 46, 49, 30, None, None]) == "5/8 (median 50.5)"   # never counts as latest
+    assert steps_text([10, 20, 30, 40]) == "4/4 (median 25)"      # the middle two averaged, not the upper one
+    assert steps_text([None, None, 3]) == "1/3 (median never)"   # more than half never: no median step
+    assert steps_text([None]) == "0/1"

@@ -114,7 +114,7 @@ PHASES = {"ordered-deep": "ordered deep prejudice", "EOC": "transient deep preju
 def planted_net(rng, keep: dict, seeds: int = 8, trained: dict | None = None):
     """Member records and case summaries of one network whose trained off-distribution frequencies keep the planted
     share ``keep[optimizer][role]`` of each seed's own init (the rest: the data's common vector and fresh noise)."""
-    from jaxinit.memory import summary
+    from jaxinit.memory import identity
     recs, net, common = [], {}, rng.dirichlet(np.full(10, 2.0))
     for optimizer, shares in keep.items():
         name = f"tanh__d40__{optimizer}"
@@ -126,7 +126,7 @@ def planted_net(rng, keep: dict, seeds: int = 8, trained: dict | None = None):
                 mine.append({"case": name, "point": p, "seed": s, "off_class_freq_init": f0.tolist(),
                              "off_class_freq_best": f1.tolist()})
         points = [{"role": role, "theory_phase": phase, "trained": (trained or {}).get(role, True),
-                   "identity_best": summary.identity_of([r for r in mine if r["point"] == p], "best", n_draws=2000,
+                   "identity_best": identity.identity_of([r for r in mine if r["point"] == p], "best", n_draws=2000,
                                                         n_boot=300)}
                   for p, (role, phase) in enumerate(PHASES.items())]
         net[optimizer] = (name, {"optimizer": optimizer, "points": points})

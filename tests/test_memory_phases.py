@@ -151,8 +151,8 @@ def test_the_clocks_reported_are_the_ones_the_runs_took(smoke_run):
 
 
 @pytest.mark.parametrize("argv,message", [
-    (["--train.steps=0"], "error: --phases.seeds, --train.steps, batch_size, eval_every, n_off and phase_res must be "
-                          ">= 1"),
+    (["--train.steps=0"], "error: --phases.seeds, --train.steps, batch_size, eval_every, n_off, phase_res and chunk "
+                          "must be >= 1"),
     (["--train.plateau_frac=1"], "error: --train.plateau_frac must lie in (0, 1) and plateau_tol in [0, 1), got 1.0 "
                                  "and 0.05"),
     (["--opt.select_horizon=0.3"], "error: --opt.select_horizon must lie in [0.5, 1] (a fraction of the reported run) "

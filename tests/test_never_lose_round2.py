@@ -87,13 +87,13 @@ def test_an_overwrite_that_cannot_start_leaves_the_finished_run_byte_identical(r
 
 def test_overwrite_and_resume_delete_only_the_runs_own_files(run_copy):
     out = run_copy
-    (out / "table.md").write_text("| mine |")                         # a run file's name, but a user's
+    (out / "clocks.jsonl").write_text("| mine |")    # a run file's name (not one this study writes), but a user's
     (out / "checkpoints" / "999").mkdir()
     (out / "checkpoints" / "999" / "README.txt").write_text("keep")  # item 9: a foreign folder in checkpoints/
     (out / "checkpoints" / "90.pt").write_bytes(b"weights")
     assert F.run(["--out", str(out), "--resume"]) == 0
     assert F.run(SMOKE + ["--out", str(out), "--overwrite", "--train.epochs=1"]) == 0
-    assert (out / "table.md").read_text() == "| mine |"
+    assert (out / "clocks.jsonl").read_text() == "| mine |"
     assert (out / "checkpoints" / "999" / "README.txt").read_text() == "keep"
     assert (out / "checkpoints" / "90.pt").read_bytes() == b"weights"
     assert json.loads((out / "config.json").read_text())["train"]["epochs"] == 1

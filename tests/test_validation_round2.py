@@ -15,7 +15,7 @@ from jaxinit.run import cli
 from jaxinit.config import to_dict
 from jaxinit.run.config_parse import override, from_dict
 from jaxinit.errors import ConfigError
-from jaxinit.forgetting import clocks
+from jaxinit.forgetting import clock_presets, clocks
 from jaxinit.forgetting import config as fconfig
 from jaxinit.forgetting import plotting
 from jaxinit.igb import config_init, config_phase, config_train, plots_init, plots_train, study_init, study_train
@@ -228,7 +228,7 @@ def test_plotting_cli_on_a_malformed_summary_is_one_line(tmp_path, capsys, membe
 def test_every_preset_of_every_experiment_validates(monkeypatch):
     for cfg in [*fconfig.PRESETS.values()]:
         fconfig.validate(cfg)
-    for cfg in clocks.PRESETS.values():
+    for cfg in clock_presets.PRESETS.values():
         clocks.validate(cfg)
     for module in (config_init, config_train, config_phase):
         for cfg in module.PRESETS.values():

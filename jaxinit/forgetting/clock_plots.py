@@ -37,7 +37,9 @@ def plot_spread_vs_own_clock(lines: Sequence[dict], verdicts: dict, path) -> Pat
                      key=lambda ln: ln["clock_value"])
         for ln in pts:
             ci = ln["ci_selected"]
-            yerr = None if not ci else [[ln["spread_selected"] - ci[0]], [ci[1] - ln["spread_selected"]]]
+            # a point pooled over splits has its mean beside an interval over split means: never a negative bar
+            y = ln["spread_selected"]
+            yerr = None if not ci else [[max(y - ci[0], 0.0)], [max(ci[1] - y, 0.0)]]
             marker = "s" if ln["epochs"] != pts[0]["epochs"] or ln["batch_size"] != pts[0]["batch_size"] else "o"
             ax.errorbar([ln["clock_value"]], [ln["spread_selected"]], yerr=yerr, marker=marker, ms=5, capsize=2,
                         color=_COLORS.get(fam, "k"), ls="none")

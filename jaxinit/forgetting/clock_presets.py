@@ -9,7 +9,8 @@ from __future__ import annotations
 from dataclasses import replace
 
 from jaxinit.config import ModelConfig, Preset, Presets
-from jaxinit.forgetting.clocks import ClocksConfig, ClockSweep, DesignConfig
+from jaxinit.forgetting.clocks import ClocksConfig, ClockSweep
+from jaxinit.forgetting.design_config import DesignConfig
 from jaxinit.forgetting.config import CPU_BASE, PAPER, SMOKE
 
 SMOKE_CLOCKS = ClocksConfig(
@@ -63,7 +64,7 @@ FORGET_SGD = ClocksConfig(
 # The confirmation of the clock forget_sgd's run suggested (sum eta / b, the exploratory candidate of
 # design.EXPLORATORY; T_SGD, sum eta and steps lost to it there), stated before this run: with the curves each
 # candidate traces on forget_sgd's trained cells, sum eta / b predicts the trained cells of these new points better
-# than T_SGD (python -m jaxinit.forgetting.design runs/forget_sgd_confirm --fit-on runs/forget_sgd: the MSE
+# than T_SGD (python -m jaxinit.forgetting.reanalyse runs/forget_sgd_confirm --fit-on runs/forget_sgd: the MSE
 # difference T_SGD - sum eta / b has an interval above 0). Three points at sum eta / b ~ 15 with T_SGD 0.78, 6.25 and
 # 12 (16x apart) and one at 7.5 with T_SGD 3.0; under T_SGD the first three differ by several pp, under sum eta / b
 # they are equal (pairs eqSb_*).

@@ -1,5 +1,5 @@
 """Running the clock sweep: every point of `clocks.points` trained by `fit` into DIR/points/<name>, its
-line (`clocks.line`) with the norm-growth mechanism, its horizon summaries (`clock_test`), then the
+line (`clock_lines.line`) with the norm-growth mechanism, its horizon summaries (`clock_test`), then the
 sweep's clocks.jsonl, horizons.jsonl, summary.json and figures.
 
 An interrupted sweep continues where it stopped: a finished point is read back, an unfinished one
@@ -13,8 +13,8 @@ from pathlib import Path
 from jaxinit.errors import ConfigError
 from jaxinit.forgetting import clock_test
 from jaxinit.jsonsafe import to_json
-from jaxinit.forgetting.clocks import (ClocksConfig, Point, _median, line, point_config, point_dir, points,
-                                       verdicts)
+from jaxinit.forgetting.clock_lines import _median, line, verdicts
+from jaxinit.forgetting.clocks import ClocksConfig, Point, point_config, point_dir, points
 
 
 def kernel_weights(res) -> int:
@@ -134,12 +134,17 @@ def run(cfg: ClocksConfig, out=None, progress: bool = True):
 
 def merge_lines(split_lines: list[dict]) -> dict:
     """A point's line over its splits: split 0's, with the per-seed spreads of every split (seeds of split k
-    numbered k * 1000 + seed) and their mean; the intervals of the design are `design`'s."""
+    numbered k * 1000 + seed), their mean and ``ci_selected`` the t interval over the split means (the split a
+    random effect, as in `design_stats`); the design's own intervals are `design`'s."""
+    from jaxinit.intervals import t_interval
     if len(split_lines) == 1:
         return split_lines[0]
-    per_seed = [v for ln in split_lines for v in ln.get("spread_per_seed_selected") or []]
+    per_split = [ln.get("spread_per_seed_selected") or [] for ln in split_lines]
+    per_seed = [v for vs in per_split for v in vs]
+    split_means = [sum(vs) / len(vs) for vs in per_split if vs]
     return {**split_lines[0], "spread_per_seed_selected": per_seed, "n_seeds": len(per_seed),
-            "spread_selected": sum(per_seed) / len(per_seed) if per_seed else None, "splits": len(split_lines)}
+            "spread_selected": sum(per_seed) / len(per_seed) if per_seed else None, "splits": len(split_lines),
+            "ci_selected": t_interval(split_means) if len(split_means) == len(split_lines) else None}
 
 
 def load_design(out) -> tuple[ClocksConfig, list[Point], dict]:

@@ -9,13 +9,13 @@ over its own clock by varying what its clock is made of (lr and batch size for s
 lr and epochs for the adaptive family). Every point is its own run directory under `DIR/points/`, so an
 interrupted sweep continues where it stopped.
 
-Outputs per point (`line`): the setting, its clock's name, the median clock over members at the
+Outputs per point (`clock_lines.line`): the setting, its clock's name, the median clock over members at the
 selected epoch (`clock_value`) and at the end (`clock_value_end`), the spread under the paper's rule
 with its t interval, the interpolated-selection and final spreads, n seeds and the point's knobs.
-`verdicts`: per family, the clock value where the spread first falls below half of low-LR SGD's
+`clock_lines.verdicts`: per family, the clock value where the spread first falls below half of low-LR SGD's
 (the `reference` point) and below 5 pp (`crossings`: log-linear interpolation between the bracketing
 points, tied clock values at their mean spread), or None within the swept range, each with a 95 %
-interval from resampling every point's seeds; `collapse`: for each pair of families the largest spread difference
+interval from resampling every point's seeds; `clock_lines.collapse`: for each pair of families the largest spread difference
 where their clock ranges overlap (interpolated in log clock) -- the paper's organising claim is that
 families put on their own clocks fall on one curve. Point directories are named by the exact values
 (`_tag`), and a design with no point or with a point twice is refused (`validate`).
@@ -27,21 +27,18 @@ Training and writing the sweep: `clock_run.py`.
 """
 from __future__ import annotations
 
-import math
 from dataclasses import dataclass, replace
-from typing import Any, NamedTuple, Sequence
+from typing import Any, Mapping, NamedTuple
 
 import numpy as np
 
 from jaxinit.config import DataConfig, ModelConfig, OptConfig, SweepConfig, TrainConfig, check_float32
 from jaxinit.errors import ConfigError
 from jaxinit.forgetting.config import AnalysisConfig, ForgettingConfig, CPU_BASE
-from jaxinit.forgetting.crossings import crossing, crossing_interval
 from jaxinit.forgetting.design_config import DesignConfig
 
 FAMILY_CLOCK = {"sgd": "T_SGD", "momentum": "T_SGD", "sgd_l2": "T_L2", "adam": "T_adapt", "adamw": "T_adapt",
                 "muon": "T_adapt"}
-HALF, FLOOR_PP = 0.5, 5.0
 
 
 @dataclass(frozen=True)
@@ -265,116 +262,41 @@ def validate(cfg: ClocksConfig) -> None:
         raise ConfigError(f"--clocks: point {twice[0]} appears twice in the design; every point must differ")
     for p in points(cfg):
         validate_point(point_config(cfg, p))
-    from jaxinit.forgetting.design import parse_pairs
     parse_pairs(cfg)
 
 
-# --------------------------------------------------------------------------- results
-def line(p: Point, summary: dict, selection: str = "best_val") -> dict[str, Any]:
-    """The clocks.jsonl line of a finished point (its summary.json).
-
-    Besides the spreads: for the selected rule its per-seed spreads (`spread_per_seed_selected`, which
-    the crossing intervals resample), memory slope with interval, noise floor and p-values, and the
-    measured update clocks (`T_update`, `T_update2`; None for runs without update sums) at the selected
-    epoch and at the end, the clock the adaptive family is compared on across Adam and Muon.
-    """
-    from jaxinit.forgetting.memory import selection_keys
-    s = summary["spread"][p.family]
-    keys = selection_keys(selection)
-    at_sel, at_end = s.get(keys["clocks"]) or {}, s.get("clocks") or {}
-    return {"point": p.name, "setting": p.family, "clock": p.clock,
-            "clock_value": at_sel.get(p.clock), "clock_value_end": at_end.get(p.clock),
-            "spread_pp": s.get("spread_pp"), "spread_ci95": s.get("spread_ci95"),
-            "spread_pp_interpolated": s.get("spread_pp_interpolated"), "spread_pp_final": s.get("spread_pp_final"),
-            "selection": selection, "spread_selected": s.get(keys["spread"]), "ci_selected": s.get(keys["ci"]),
-            "spread_per_seed_selected": s.get(keys["per_seed"]) or [],
-            "slope_selected": s.get(keys["slope"]), "slope_ci_selected": s.get(keys["slope_ci"]),
-            "null_selected": s.get(keys["null"]), "spread_p_selected": s.get(keys["spread_p"]),
-            "slope_p_selected": s.get(keys["slope_p"]),
-            **{f"{c}_value": at_sel.get(c) for c in ("T_update", "T_update2")},
-            **{f"{c}_value_end": at_end.get(c) for c in ("T_update", "T_update2")},
-            "train_acc_at_best_min": s.get("train_acc_at_best_min"), "n_seeds": s.get("n_seeds"),
-            "n_dropped": s.get("n_dropped"), "sigma_w_excluded": s.get("sigma_w_excluded"),
-            "lr": p.lr, "weight_decay": p.weight_decay,
-            "batch_size": p.batch_size, "epochs": p.epochs, "reference": p.reference,
-            "kernel_norm_final_median": _median([m.get("kernel_norm_final") for m in summary["members"]]),
-            "kernel_norm_init_median": _median([m.get("kernel_norm_init") for m in summary["members"]])}
+# --------------------------------------------------------------------------- parsing the design's contrasts
+def _cell_ref(text: str, names: Mapping[str, Any], what: str) -> tuple[str, int]:
+    name, sep, epoch = text.strip().rpartition("@")
+    if not sep or name not in names or not epoch.isdigit():
+        raise ConfigError(f"--design.{what}: {text!r} is not point@epoch of a point of this design")
+    return name, int(epoch)
 
 
-def _median(xs: Sequence[Any]) -> float | None:
-    vals = [float(x) for x in xs if x is not None]
-    return float(np.median(vals)) if vals else None
+def parse_pairs(cfg) -> tuple[list[tuple[str, tuple, tuple]], list[tuple[str, list[tuple]]]]:
+    """(pairs [(label, (A, epoch), (B, epoch))], series [(label, [(point, epoch), ...])]) of `cfg.design`;
+    a reference to no point, or to an epoch its point does not summarise, is a one-line ConfigError."""
+    from jaxinit.forgetting.clock_test import horizons
+    pts = {p.name: p for p in points(cfg)}
 
+    def check(ref, what):
+        p = pts[ref[0]]
+        if ref[1] not in horizons(p.epochs, eval_every(cfg, p.epochs), cfg.design.horizons):
+            raise ConfigError(f"--design.{what}: {ref[0]}@{ref[1]} is not a horizon of that point")
+        return ref
 
-def verdicts(lines: Sequence[dict], key: str = "spread_selected", n_boot: int = 2000, seed: int = 0) -> dict[str, Any]:
-    """Per family: where its spread falls below half the reference and below 5 pp, on its own clock.
-
-    `below_half_reference_ci95`, `below_5pp_ci95`: 95 % percentile intervals of those crossings over
-    `n_boot` bootstrap resamples of the seeds of every point (each point's spread redrawn as the mean of
-    its per-seed spreads resampled with replacement; the reference spread redrawn in the same draw).
-    An upper bound None: in more than 2.5 % of the draws the spread does not cross within the swept
-    range. None when a point of the family (or the reference) has no per-seed spreads
-    (`spread_per_seed_selected`, so only for `key` "spread_selected"). One Generator (`seed`) draws all.
-    """
-    from jaxinit.shared.nulls import bootstrap_means
-    ref = [i for i, ln in enumerate(lines) if ln["reference"] and ln[key] is not None]
-    ref_spread = lines[ref[0]][key] if ref else None
-    rng = np.random.default_rng(seed)
-    draws = [bootstrap_means(ln["spread_per_seed_selected"], n_boot, rng)
-             if key == "spread_selected" and ln.get("spread_per_seed_selected") else None for ln in lines]
-    half_draws = HALF * draws[ref[0]] if ref and draws[ref[0]] is not None else None
-    out: dict[str, Any] = {"reference_spread_pp": ref_spread, "n_bootstrap": n_boot, "families": {}}
-    for fam in dict.fromkeys(ln["setting"] for ln in lines):
-        idx = [i for i, ln in enumerate(lines) if ln["setting"] == fam]
-        mine = [lines[i] for i in idx]
-        xs, ys = [ln["clock_value"] for ln in mine], [ln[key] for ln in mine]
-        known = [(x, y) for x, y in zip(xs, ys) if x is not None and y is not None]
-        keep = [i for i in idx if lines[i]["clock_value"] is not None and lines[i][key] is not None]
-        kx, kd = [lines[i]["clock_value"] for i in keep], [draws[i] for i in keep]
-        out["families"][fam] = {
-            "clock": mine[0]["clock"],
-            "clock_range": [min(x for x, _ in known), max(x for x, _ in known)] if known else None,
-            "spread_range_pp": [min(y for _, y in known), max(y for _, y in known)] if known else None,
-            "below_half_reference_at": crossing(xs, ys, HALF * ref_spread) if ref_spread is not None else None,
-            "below_half_reference_ci95": crossing_interval(kx, kd, half_draws),
-            "below_5pp_at": crossing(xs, ys, FLOOR_PP),
-            "below_5pp_ci95": crossing_interval(kx, kd, np.full(n_boot, FLOOR_PP))}
-    out["collapse"] = collapse(lines, key)
-    return out
-
-
-def _interp_log(x: float, pts: list[tuple[float, float]]) -> float:
-    lx = [math.log(p[0]) for p in pts]
-    return float(np.interp(math.log(x), lx, [p[1] for p in pts]))
-
-
-def collapse(lines: Sequence[dict], key: str = "spread_selected", n_grid: int = 9) -> list[dict]:
-    """For each pair of families, the max |spread difference| (pp) over their common clock range."""
-    curves = {}
-    for fam in dict.fromkeys(ln["setting"] for ln in lines):
-        pts = sorted((ln["clock_value"], ln[key]) for ln in lines if ln["setting"] == fam
-                     and ln["clock_value"] and ln[key] is not None)
-        if len(pts) >= 2:
-            curves[fam] = pts
-    out = []
-    fams = list(curves)
-    for i, a in enumerate(fams):
-        for b in fams[i + 1:]:
-            lo = max(curves[a][0][0], curves[b][0][0])
-            hi = min(curves[a][-1][0], curves[b][-1][0])
-            if not lo < hi:
-                out.append({"families": [a, b], "overlap": None, "max_gap_pp": None})
-                continue
-            grid = np.geomspace(lo, hi, n_grid)
-            gaps = [abs(_interp_log(x, curves[a]) - _interp_log(x, curves[b])) for x in grid]
-            out.append({"families": [a, b], "clock": [FAMILY_CLOCK[a], FAMILY_CLOCK[b]], "overlap": [lo, hi],
-                        "max_gap_pp": float(max(gaps)), "mean_gap_pp": float(np.mean(gaps))})
-    return out
-
-
-def __getattr__(name: str):
-    """The presets live in `clock_presets` (they build on this module); `clocks.PRESETS` reads them there."""
-    if name in ("PRESETS", "SMOKE_CLOCKS", "CPU_CLOCKS", "CLOCK_TEST", "ADAPTIVE_TEST", "PAPER_CLOCKS"):
-        from jaxinit.forgetting import clock_presets
-        return getattr(clock_presets, name)
-    raise AttributeError(f"module 'jaxinit.forgetting.clocks' has no attribute {name!r}")
+    pairs, series = [], []
+    for text in cfg.design.pairs:
+        label, sep, rest = text.partition("=")
+        a, slash, b = rest.partition("/")
+        if not sep or not slash:
+            raise ConfigError(f"--design.pairs: expected label=A@epoch/B@epoch, got {text!r}")
+        pairs.append((label, check(_cell_ref(a, pts, "pairs"), "pairs"), check(_cell_ref(b, pts, "pairs"), "pairs")))
+    for text in cfg.design.batch_series:
+        label, sep, rest = text.partition("=")
+        refs = [check(_cell_ref(r, pts, "batch_series"), "batch_series") for r in rest.split(",")] if sep else []
+        if len(refs) < 2 or len({pts[n].batch_size for n, _ in refs}) < 2:
+            raise ConfigError(f"--design.batch_series: expected label=A@epoch,B@epoch,... over >= 2 batch sizes, "
+                              f"got {text!r}")
+        series.append((label, refs))
+    return pairs, series

@@ -2,7 +2,7 @@
 
 `crossing`: the first clock value at which a family's spread falls below a level, log-linear between the
 bracketing points. `crossing_interval`: its percentile interval over seed-bootstrap draws of every point's
-spread (`nulls.bootstrap_means`). Pure numpy; used by `clocks.verdicts`.
+spread (`nulls.bootstrap_means`). Pure numpy; used by `clock_lines.verdicts`.
 """
 from __future__ import annotations
 

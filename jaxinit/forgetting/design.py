@@ -32,7 +32,6 @@ from typing import Any, Mapping, Sequence
 
 import numpy as np
 
-from jaxinit.errors import ConfigError
 from jaxinit.forgetting import design_stats, horizon
 from jaxinit.forgetting.horizon import MATCHED
 from jaxinit.jsonsafe import to_json
@@ -122,44 +121,6 @@ def trained(c: Mapping[str, Any], rule: str, threshold: float) -> bool:
     if c["acc"].get(rule) is None:
         return False
     return key is None or (c.get(key) is not None and c[key] >= threshold - 1e-6)
-
-
-# --------------------------------------------------------------------------- parsing the design's contrasts
-def _cell_ref(text: str, names: Mapping[str, Any], what: str) -> tuple[str, int]:
-    name, sep, epoch = text.strip().rpartition("@")
-    if not sep or name not in names or not epoch.isdigit():
-        raise ConfigError(f"--design.{what}: {text!r} is not point@epoch of a point of this design")
-    return name, int(epoch)
-
-
-def parse_pairs(cfg) -> tuple[list[tuple[str, tuple, tuple]], list[tuple[str, list[tuple]]]]:
-    """(pairs [(label, (A, epoch), (B, epoch))], series [(label, [(point, epoch), ...])]) of `cfg.design`;
-    a reference to no point, or to an epoch its point does not summarise, is a one-line ConfigError."""
-    from jaxinit.forgetting.clock_test import horizons
-    from jaxinit.forgetting.clocks import eval_every, points
-    pts = {p.name: p for p in points(cfg)}
-
-    def check(ref, what):
-        p = pts[ref[0]]
-        if ref[1] not in horizons(p.epochs, eval_every(cfg, p.epochs), cfg.design.horizons):
-            raise ConfigError(f"--design.{what}: {ref[0]}@{ref[1]} is not a horizon of that point")
-        return ref
-
-    pairs, series = [], []
-    for text in cfg.design.pairs:
-        label, sep, rest = text.partition("=")
-        a, slash, b = rest.partition("/")
-        if not sep or not slash:
-            raise ConfigError(f"--design.pairs: expected label=A@epoch/B@epoch, got {text!r}")
-        pairs.append((label, check(_cell_ref(a, pts, "pairs"), "pairs"), check(_cell_ref(b, pts, "pairs"), "pairs")))
-    for text in cfg.design.batch_series:
-        label, sep, rest = text.partition("=")
-        refs = [check(_cell_ref(r, pts, "batch_series"), "batch_series") for r in rest.split(",")] if sep else []
-        if len(refs) < 2 or len({pts[n].batch_size for n, _ in refs}) < 2:
-            raise ConfigError(f"--design.batch_series: expected label=A@epoch,B@epoch,... over >= 2 batch sizes, "
-                              f"got {text!r}")
-        series.append((label, refs))
-    return pairs, series
 
 
 # --------------------------------------------------------------------------- verdicts
@@ -263,6 +224,7 @@ def analyse(cfg, pts: Sequence[Any], entries: Mapping[str, Mapping[int, Sequence
     """The design's verdicts (module docstring) from {point name: {split: horizon entries}}."""
     cells = cells_of(pts, entries)
     d = cfg.design
+    from jaxinit.forgetting.clocks import parse_pairs
     pairs, series = parse_pairs(cfg)
     batch = {p.name: p.batch_size for p in pts}
     out: dict[str, Any] = {"splits": d.splits, "seeds": cfg.sweep.seeds, "rule": d.rule, "trained": d.trained,
@@ -306,31 +268,3 @@ def analyse(cfg, pts: Sequence[Any], entries: Mapping[str, Mapping[int, Sequence
     if d.tune:
         out["tuned"] = tuned(cells, pts)
     return to_json(out)
-
-
-def main(argv: Sequence[str] | None = None) -> int:
-    """``python -m jaxinit.forgetting.design RUN_DIR [--fit-on FIT_DIR] [--rule NAME]``: the verdicts of a finished
-    design again,
-    from its points' saved horizons.json (no training): summary.json's "design", table.md and the design figures
-    rewritten; with ``--fit-on``, also the out-of-sample test (`design_predict`): each candidate clock's curve
-    fitted on FIT_DIR's trained cells predicting RUN_DIR's."""
-    import argparse
-    import sys
-    parser = argparse.ArgumentParser(prog="python -m jaxinit.forgetting.design", description=main.__doc__)
-    parser.add_argument("run_dir")
-    parser.add_argument("--fit-on", dest="fit_on", default=None, help="a finished design whose curves predict these")
-    parser.add_argument("--rule", default=None, choices=RULES,
-                        help="the verdicts under another predictor than the design's own: printed, and kept in "
-                             "summary.json under design_by_rule (the design's own verdicts stay)")
-    args = parser.parse_args(sys.argv[1:] if argv is None else argv)
-    from jaxinit.forgetting.clock_run import reanalyse
-    try:
-        print("\n".join(str(p) for p in reanalyse(args.run_dir, args.fit_on, args.rule)))
-    except (OSError, ValueError, KeyError) as err:
-        print(f"error: {str(err).splitlines()[0] if str(err) else type(err).__name__}", file=sys.stderr)
-        return 2
-    return 0
-
-
-if __name__ == "__main__":
-    raise SystemExit(main())

@@ -80,7 +80,7 @@ def plot_acc_vs_sigma(summary: Mapping[str, Any], path: str | Path) -> Path:
 def kernel_norm_curves(rows: Sequence[Mapping[str, Any]]) -> dict[str, dict[float, tuple[list[int], list[float]]]]:
     """{setting: {sigma_w: (epochs, kernel norm averaged over seeds)}} from the rows' `param_norm_layers`.
 
-    The kernel norm is `memory.kernel_norm` (conv and dense kernels; BatchNorm and biases excluded).
+    The kernel norm is `jaxinit.shared.history.kernel_norm` (conv and dense kernels; BatchNorm and biases excluded).
     The mean at an epoch is over the seeds with a finite value there; NaN where none has one.
     """
     acc: dict[str, dict[float, dict[int, list[float]]]] = {}

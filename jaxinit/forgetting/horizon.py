@@ -23,7 +23,7 @@ from jaxinit import intervals
 from jaxinit.jsonsafe import to_json
 from jaxinit.forgetting import effective, memory
 from jaxinit.shared import nulls
-from jaxinit.shared.history import as_float, by_epoch, rows_by_member
+from jaxinit.shared.history import INTERP_THRESHOLD, as_float, by_epoch, progress_key, rows_by_member
 
 _RULE_FIELDS = ("spread", "ci", "per_seed", "slope", "slope_ci", "null", "spread_p", "slope_p")
 MATCHED = "matched"   # the `matrices` entry of matched progress (test accuracy on reaching 99.5 % train accuracy)
@@ -127,7 +127,7 @@ def _matrix(members: Sequence[Mapping[str, Any]], s: Mapping[str, Any], acc_key:
     seeds, grid = list(s.get("seeds") or []), list(s.get("sigma_w_used") or [])
     def acc(m):
         if acc_key == MATCHED:   # test accuracy at the first epoch the member reaches 99.5 % train accuracy
-            return as_float((m.get("test_acc_at_train_acc") or {}).get(memory.progress_key(memory.INTERP_THRESHOLD)))
+            return as_float((m.get("test_acc_at_train_acc") or {}).get(progress_key(INTERP_THRESHOLD)))
         return as_float(m.get(acc_key))
     table = {(int(m["seed"]), round(float(m["sigma_w"]), 12)): acc(m) for m in members
              if memory.drop_reason(m) is None}

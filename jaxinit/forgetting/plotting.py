@@ -32,7 +32,7 @@ from jaxinit.shared.history import as_float
 from jaxinit.forgetting.memory import selection_keys
 from jaxinit.shared.history import best_epoch, by_epoch, row_at, rows_by_member
 from jaxinit.run import files
-from jaxinit.run.rundir import check_not_nested
+from jaxinit.run.rundir import check_outside_runs
 from jaxinit.run.runs import read_json, read_rows
 
 # test accuracies in summary.json are the rows' values passed through float(); anything above this is stale
@@ -190,7 +190,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         dirs, opts = [os.path.expanduser(d) for d in parsed.run_dirs], vars(parsed)
         opts["out"] = os.path.expanduser(opts["out"]) if opts["out"] else None
         if opts["out"]:
-            check_not_nested(Path(opts["out"]))     # never inside another run's own folders (jaxinit.run.rundir)
+            check_outside_runs(Path(opts["out"]), "the figures")   # no run, nor inside one (jaxinit.run.rundir)
         selection_keys(opts["selection"])
         _check_basis(opts["clock_basis"])
         loaded = [(d, *_load_run(d)) for d in dirs]  # check every directory before drawing anything

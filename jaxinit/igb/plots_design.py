@@ -13,7 +13,7 @@ import numpy as np
 from matplotlib.figure import Figure
 
 from jaxinit.igb import centred, prejudice, summary_crossed, summary_prejudice
-from jaxinit.igb.plots_train import _color, _phases, step_ticks
+from jaxinit.igb.plot_style import named_points, phase_color, step_ticks
 from jaxinit.igb.summary_prejudice import member_index
 
 
@@ -32,13 +32,13 @@ def plot_rate_grid(results: dict[str, dict]) -> Figure:
     """Per case and point: test accuracy at the selection run's end (H, solid; seeds as dots) and at h (dashed)
     against learning rate; the target dotted, the chosen rate circled; a diverged seed drawn at 0."""
     cases = [(n, r) for n, r in results.items() if "select_test_acc" in r]
-    n_pts = max(len(_phases(r)) for _, r in cases)
+    n_pts = max(len(named_points(r)) for _, r in cases)
     fig = Figure(figsize=(2.9 * n_pts, 2.7 * len(cases)))
     axes = fig.subplots(len(cases), n_pts, squeeze=False, sharey=True)
     for row, (name, r) in enumerate(cases):
         lrs, (H, h) = r["select_lr"], (int(v) for v in r["select_horizons"])
-        for col, (p, role) in enumerate(_phases(r)):
-            ax, c = axes[row, col], _color(role, col)
+        for col, (p, role) in enumerate(named_points(r)):
+            ax, c = axes[row, col], phase_color(role, col)
             for tag, style, steps in (("", "-", H), ("_short", "--", h)):
                 if f"select_test_acc{tag}" not in r:
                     continue
@@ -55,7 +55,7 @@ def plot_rate_grid(results: dict[str, dict]) -> Figure:
             ax.legend(fontsize=8, loc="lower left")
             ax.set_xlabel("learning rate")
         axes[row, 0].set_ylabel(f"{r['act']} d{int(r['depth'])}: test acc")
-        for ax in axes[row, len(_phases(r)):]:
+        for ax in axes[row, len(named_points(r)):]:
             ax.set_visible(False)
     fig.suptitle("every rate of the grid on the selection seeds (dots; line: mean; circle: the chosen rate; dotted: "
                  "the target): test accuracy at the selection horizon H (solid) and at h (dashed)", fontsize=9)
@@ -74,10 +74,10 @@ def plot_prejudice(results: dict[str, dict], window: int) -> Figure:
         g, gauss = summary_prejudice.gap(r), r.get("gauss_fmax")
         null = summary_prejudice.null_members(r)
         twins = summary_prejudice.twins(r)
-        for k, (p, role) in enumerate(_phases(r)):
+        for k, (p, role) in enumerate(named_points(r)):
             if centred.is_twin(role):
                 continue
-            c, idx = _color(role, k), member_index(r, p)
+            c, idx = phase_color(role, k), member_index(r, p)
             tw = member_index(r, twins[p]) if p in twins else np.array([], int)
             for ax, v in ((axes[row, 0], g), (axes[row, 1], gauss)):
                 if v is None:

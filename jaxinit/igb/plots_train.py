@@ -25,14 +25,8 @@ from jaxinit.run.runs import load_results
 from jaxinit.igb.summary_prejudice import member_index
 from jaxinit.igb.summary_train import member_measures
 from jaxinit.shared import selection, sink
-from jaxinit.shared.phases import PHASES
+from jaxinit.igb.plot_style import named_points, phase_color, step_ticks
 
-PHASE_COLORS = {name: f"C{i}" for i, name in enumerate(PHASES)}
-
-
-def _color(role: str, k: int = 0) -> str:
-    """A phase's own colour; sweep points (``<f>xEOC``) take a colour map by their order."""
-    return PHASE_COLORS.get(role, colormaps["viridis"](min(k, 9) / 9.0))
 OPT_STYLES = {"sgd": "-", "momentum": ":", "adam": "--"}
 
 
@@ -66,27 +60,12 @@ def train_figures(results: dict[str, dict], absorb_margin: float = 0.05,
     return figures
 
 
-def _phases(r) -> list[tuple[int, str]]:
-    """(point index, role) of the case's non-grid points."""
-    return [(p, role) for p, role in enumerate(r["point_role"].tolist()) if role != "grid"]
-
-
 def _label(r, p: int) -> str:
     return f"{r['point_role'][p]} ({float(r['point_sigma_w2'][p]):.2f}, lr {float(r['point_lr'][p]):.0e})"
 
 
 def _steps_axis(r) -> np.ndarray:
     return np.maximum(r["step"], 0.5)
-
-
-def step_ticks(ax, last: int) -> None:
-    """A log step axis with step 0 drawn at 0.5: major ticks 0, 1, 10, 100, ... labelled as plain numbers, no
-    minor labels (labels that cannot overlap)."""
-    ticks = [0.5] + [10.0 ** k for k in range(0, int(np.log10(max(last, 1))) + 1)]
-    ax.set_xscale("log")
-    ax.set_xticks(ticks, ["0"] + [f"{int(t)}" for t in ticks[1:]])
-    ax.xaxis.set_minor_formatter(NullFormatter())
-    ax.set_xlim(0.4, last * 1.3)
 
 
 def never_axis(ax, n_steps: int, label: str) -> float:
@@ -109,9 +88,9 @@ def plot_fmax_grid(results: dict[str, dict], absorb_margin: float) -> Figure:
     axes = fig.subplots(len(acts), len(depths), squeeze=False, sharex=True, sharey=True)
     for r in results.values():
         ax = axes[acts.index(str(r["act"])), depths.index(int(r["depth"]))]
-        for k, (p, role) in enumerate(_phases(r)):
+        for k, (p, role) in enumerate(named_points(r)):
             idx = member_index(r, p)
-            col = _color(role, k)
+            col = phase_color(role, k)
             ax.plot(_steps_axis(r), r["test_fmax"][:, idx].mean(1), color=col, lw=1.6, label=_label(r, p))
             ax.plot(_steps_axis(r), r["test_fmax"][:, idx], color=col, lw=0.4, alpha=0.5)
         share = float(r["majority_share"])
@@ -136,7 +115,7 @@ def _per_phase(results, act, opt, value):
     out = {}
     for r in sorted((r for r in results.values() if str(r["act"]) == act and str(r["optimizer"]) == opt),
                     key=lambda r: int(r["depth"])):
-        for p, role in _phases(r):
+        for p, role in named_points(r):
             v = np.asarray(value(r, member_index(r, p)), float)
             out.setdefault(role, []).append((int(r["depth"]), v))
     return out
@@ -164,7 +143,7 @@ def plot_verdict(results: dict[str, dict], absorb_margin: float, absorb_acc_marg
                     vals = [np.where(np.isfinite(v), np.maximum(v, 1.0), 1.5 * n_steps) if m < 2 else v
                             for _, v in pts]
                     centre = [np.median(v) if m < 2 else v.mean() for v in vals]
-                    col = _color(phase, list(_per_phase(results, act, opt, value)).index(phase))
+                    col = phase_color(phase, list(_per_phase(results, act, opt, value)).index(phase))
                     ax.plot(depths, centre, OPT_STYLES.get(opt, "-"), color=col, marker="o", ms=3,
                             label=f"{phase}, {opt}")
                     for d, v in zip(depths, vals):
@@ -194,8 +173,8 @@ def plot_lr_selection(results: dict[str, dict]) -> Figure:
     axes = fig.subplots(rows, cols, squeeze=False).ravel()
     for ax, (name, r) in zip(axes, cases):
         lrs = r["select_lr"]
-        for k, (p, role) in enumerate(_phases(r)):
-            col = _color(role, k)
+        for k, (p, role) in enumerate(named_points(r)):
+            col = phase_color(role, k)
             for tag, style in (("", "-"), ("_short", "--")):
                 if f"select_val_loss{tag}" not in r:
                     continue
@@ -230,12 +209,12 @@ def plot_depth_over_xi(results: dict[str, dict], absorb_margin: float, absorb_ac
     for r in results.values():
         a = acts.index(str(r["act"]))
         reach = member_measures(r, absorb_margin, absorb_acc_margin)[0]
-        for k, (p, role) in enumerate(_phases(r)):
+        for k, (p, role) in enumerate(named_points(r)):
             idx = member_index(r, p)
             x = float(r["point_depth_over_xi_c"][p])
             final = r["test_acc"][-1, idx]
             steps = np.where(np.isfinite(reach[idx]), np.maximum(reach[idx], 1.0), 1.5 * n_steps)
-            style = dict(color=_color(role, k), marker=markers[int(r["depth"])])
+            style = dict(color=phase_color(role, k), marker=markers[int(r["depth"])])
             axes[a, 0].plot([x], [final.mean()], ms=6, ls="none", **style)
             axes[a, 0].plot([x] * len(idx), final, ms=2, ls="none", alpha=0.4, **style)
             axes[a, 1].plot([x], [np.median(steps)], ms=6, ls="none", **style)
@@ -255,9 +234,9 @@ def plot_curves(r: dict) -> Figure:
     fig = Figure(figsize=(16, 3.5))
     axes = fig.subplots(1, 4)
     worst = np.nanmin(r["test_class_acc"], axis=-1)
-    for k, (p, role) in enumerate(_phases(r)):
+    for k, (p, role) in enumerate(named_points(r)):
         idx = member_index(r, p)
-        col = _color(role, k)
+        col = phase_color(role, k)
         for ax, values in zip(axes, (r["test_fmax"], r["train_acc"], r["test_acc"], worst)):
             ax.plot(_steps_axis(r), values[:, idx].mean(1), color=col, label=_label(r, p))
             ax.plot(_steps_axis(r), values[:, idx], color=col, lw=0.4, alpha=0.5)

@@ -34,6 +34,15 @@ def censored_median(steps) -> float | None:
     return m if np.isfinite(m) else None
 
 
+def steps_text(steps: list) -> str:
+    """'k/n (median m)' of per-seed steps (None: never), the median `censored_median` over every seed: 'median
+    never' where more than half never reached it."""
+    hit = [s for s in steps if s is not None]
+    median = censored_median(np.array([np.nan if s is None else s for s in steps], float))
+    return f"{len(hit)}/{len(steps)}" + (f" (median {median:g})" if median is not None else
+                                         " (median never)" if hit else "")
+
+
 def grad_factor(init_signal_MLC: np.ndarray) -> np.ndarray:
     """Measured backward factor per member: mean |delta_1|^2 / mean |delta_L|^2 (hidden layers)."""
     s = np.asarray(init_signal_MLC).mean(axis=-1)          # mean over label classes

@@ -5,6 +5,7 @@ verdict per point at both selection horizons, the rate grid per point, the preju
 """
 from __future__ import annotations
 
+from jaxinit.igb.summary_train import steps_text
 
 
 def _ci(ci, spec: str = ".2f") -> str:
@@ -15,11 +16,6 @@ def _ci(ci, spec: str = ".2f") -> str:
 
 def _p(p) -> str:
     return "" if p is None else f"{p:.2g}"
-
-
-def _steps(steps: list) -> str:
-    hit = sorted(s for s in steps if s is not None)
-    return f"{len(hit)}/{len(steps)}" + (f" (median {hit[len(hit) // 2]})" if hit else "")
 
 
 def verdict_table(run: dict) -> str:
@@ -40,7 +36,7 @@ def verdict_table(run: dict) -> str:
             f"| {row['phase']} ({row['sigma_w2']:.2f}) | {row['theory_phase']} | {row['depth_over_xi_c']:.1f} | "
             f"{row['lr']:.0e} | {row['trains']}/{row['n_seeds']} {_ci(row['trains_ci95'])}, {_p(row['fisher_p_vs_eoc'])} | "
             f"{row['final_test_acc_mean']:.3f} {_ci(row['final_test_acc_ci95'], '.3f')} | {at_h} | "
-            f"{row['fmax0_mean']:.2f} | {_steps(row['steps_to_target'])} |")
+            f"{row['fmax0_mean']:.2f} | {steps_text(row['steps_to_target'])} |")
     return "\n".join(lines)
 
 
@@ -79,7 +75,7 @@ def prejudice_table(run: dict) -> str:
         gap50 = next((v for k, v in q.items() if k.startswith("recall_gap_step")), None)
         theory = q.get("gauss_fmax_init_theory")
         a = q.get("absorbed")
-        absorbed = "-" if not a else (f"{_steps(a['steps'])} {_ci(a['ci95'])}, {_p(a.get('fisher_p_vs_eoc'))}; null "
+        absorbed = "-" if not a else (f"{steps_text(a['steps'])} {_ci(a['ci95'])}, {_p(a.get('fisher_p_vs_eoc'))}; null "
                                       f"informative at {m(a.get('null_informative_share'))} of evaluations")
         tw = q.get("minus_twin", {})
         early = next((v for k, v in tw.items() if k.startswith("recall_gap_steps1to")), None)

@@ -51,8 +51,7 @@ def _mine(recs, case_name, points) -> list[dict]:
 
 
 def _args(recs) -> tuple:
-    from jaxinit.memory.summary import identity_args
-    return identity_args(recs, "best")
+    return identity.identity_args(recs, "best")
 
 
 def h1(net: dict, recs: list[dict]) -> dict:
@@ -64,8 +63,7 @@ def h1(net: dict, recs: list[dict]) -> dict:
     out = {"points": [case["points"][p]["role"] for p in points]}
     if not points:
         return {**out, "verdict": OPEN, "why": "no prejudiced point trains under sgd"}
-    from jaxinit.memory.summary import identity_of
-    sgd = identity_of(_mine(recs, name, points), "best")
+    sgd = identity.identity_of(_mine(recs, name, points), "best")
     a = OPEN
     if sgd["p"] is not None and sgd["p"] < ALPHA and _above(sgd["ci95"]):
         a = SUPPORTED

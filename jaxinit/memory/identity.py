@@ -176,3 +176,19 @@ def paired_difference(a: tuple, b: tuple, n_boot: int = N_BOOT, seed: int = SEED
 
 
 __all__ = ["residuals", "correlation", "retained", "split", "test", "power", "paired_difference"]
+
+
+def _freqs(recs: list[dict], at: str) -> np.ndarray:
+    """The members' off-distribution class-frequency vectors ``off_class_freq_<at>`` as rows (None -> NaN)."""
+    return np.array([[math.nan if x is None else float(x) for x in r[f"off_class_freq_{at}"]] for r in recs], float)
+
+
+def identity_of(recs: list[dict], at: str, **kw) -> dict:
+    """`test` of init against ``at`` over member records ``recs`` (`jaxinit.memory.summary.member_record`),
+    strata = points."""
+    return test(_freqs(recs, "init"), _freqs(recs, at), [r["point"] for r in recs], **kw)
+
+
+def identity_args(recs: list[dict], at: str) -> tuple:
+    """(f0, f1, strata, seeds) of ``recs`` for `paired_difference`."""
+    return _freqs(recs, "init"), _freqs(recs, at), [r["point"] for r in recs], [r["seed"] for r in recs]

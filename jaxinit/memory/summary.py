@@ -72,20 +72,6 @@ def records(rows: list[dict], batch_size: int, l2: float, plateau: tuple[float, 
     return [member_record(rs, batch_size, l2, plateau) for rs in history.rows_by_member(rows).values()]
 
 
-def _freqs(recs: list[dict], at: str) -> np.ndarray:
-    return np.array([_vec(r[f"off_class_freq_{at}"]) for r in recs], float)
-
-
-def identity_of(recs: list[dict], at: str, **kw) -> dict:
-    """`identity.test` of init against ``at`` over ``recs``, strata = points."""
-    return identity.test(_freqs(recs, "init"), _freqs(recs, at), [r["point"] for r in recs], **kw)
-
-
-def identity_args(recs: list[dict], at: str) -> tuple:
-    """(f0, f1, strata, seeds) of ``recs`` for `identity.paired_difference`."""
-    return _freqs(recs, "init"), _freqs(recs, at), [r["point"] for r in recs], [r["seed"] for r in recs]
-
-
 def trajectory(rows: list[dict], n_points: int, batch_size: int, l2: float) -> dict:
     """Over training, per evaluated step t: the line's clocks (one rate), the mean over seeds of each point's test
     accuracy and off-distribution f_max at t, the line's test-accuracy spread under the horizon rule (each member
@@ -135,7 +121,8 @@ def point_summary(recs: list[dict], theory: dict, n_classes: int) -> dict:
         out[key] = _mean_ci(r[key] for r in recs)
     acc = out["test_acc_best"]["mean"]
     out["trained"] = acc is not None and acc >= TRAINED_ACC / n_classes
-    out["identity_best"], out["identity_final"] = identity_of(recs, "best"), identity_of(recs, "final")
+    out["identity_best"] = identity.identity_of(recs, "best")
+    out["identity_final"] = identity.identity_of(recs, "final")
     return out
 
 
@@ -177,7 +164,7 @@ def case_summary(recs: list[dict], rows: list[dict], case, batch_size: int, l2: 
             "plateau": {"reached": sum(bool(r["plateau_reached"]) for r in recs), "n": len(recs),
                         "not_reached": [r["member"] for r in recs if not r["plateau_reached"]]},
             "trajectory": trajectory(rows, n_points, batch_size, l2),
-            "identity_best": identity_of(recs, "best"), "identity_final": identity_of(recs, "final"),
+            "identity_best": identity.identity_of(recs, "best"), "identity_final": identity.identity_of(recs, "final"),
             "line_test_acc": line_statistics(recs, "test_acc_best"),
             "line_off_fmax": line_statistics(recs, "off_fmax_best"),
             "norm_coupling_best": norm_coupling(recs, "best"), "norm_coupling_final": norm_coupling(recs, "final")}

@@ -31,7 +31,7 @@ from jaxinit.config import to_dict
 from jaxinit.errors import ConfigError
 from jaxinit.run.config_parse import comparable
 from jaxinit.run.files import safe_path
-from jaxinit.run.manifest import START_FILES, Manifest
+from jaxinit.run.manifest import Manifest
 from jaxinit.run.provenance import numeric_environment, read_run_json
 from jaxinit.run.rundir import diff_keys
 

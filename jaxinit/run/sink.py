@@ -32,9 +32,8 @@ from jaxinit import distributed, interrupt
 from jaxinit.errors import ConfigError
 from jaxinit.run import files, runinfo, tensorboard
 from jaxinit.run.checkpoint import Checkpointer, Corrupt, abstract_like
-from jaxinit.run.manifest import LOCK, MANIFEST, Manifest
+from jaxinit.run.manifest import LOCK, MANIFEST, START_FILES, Manifest
 from jaxinit.run.rundir import clear_owned, foreign_entries
-from jaxinit.run.runinfo import START_FILES
 
 # What a fresh run may find in its directory (the CLI wrote them before calling `fit`).
 FRESH_OK = START_FILES | {LOCK, MANIFEST}
