@@ -9,6 +9,7 @@ from experiments import clocks as experiment
 from jaxinit.forgetting import clock_presets as P
 from jaxinit.forgetting import clock_lines as L
 from jaxinit.forgetting import clocks as C
+from jaxinit.forgetting.crossings import crossing
 
 
 def test_points_sweep_each_family_along_its_own_knob():
@@ -27,10 +28,10 @@ def test_points_sweep_each_family_along_its_own_knob():
 
 
 def test_crossing_is_log_linear_between_bracketing_points():
-    assert C.crossing([1, 10, 100], [20, 10, 2], 5) == pytest.approx(10 ** (1 + 5 / 8))
-    assert C.crossing([1, 10], [4, 3], 5) == 1                # already below at the first point
-    assert C.crossing([1, 10], [20, 10], 5) is None           # never within the swept range
-    assert C.crossing([10, 1, 100], [10, 20, 2], 15) == pytest.approx(10 ** 0.5)   # sorted by clock first
+    assert crossing([1, 10, 100], [20, 10, 2], 5) == pytest.approx(10 ** (1 + 5 / 8))
+    assert crossing([1, 10], [4, 3], 5) == 1                # already below at the first point
+    assert crossing([1, 10], [20, 10], 5) is None           # never within the swept range
+    assert crossing([10, 1, 100], [10, 20, 2], 15) == pytest.approx(10 ** 0.5)   # sorted by clock first
 
 
 def _line(fam, clock, x, y, ref=False):
@@ -97,12 +98,12 @@ def test_empty_family_sweep_is_refused():
 # --------------------------------------------------------------------------- issue 18: ties, intervals, names
 def test_crossing_takes_tied_clock_values_at_their_mean_spread():
     # two points at clock 10 (say lr 0.1 / b 128 and 0.05 / b 64) with spreads 12 and 4: one point at 8
-    assert C.crossing([1, 10, 10, 100], [20, 12, 4, 2], 5) == pytest.approx(10 ** (1 + 3 / 6))
+    assert crossing([1, 10, 10, 100], [20, 12, 4, 2], 5) == pytest.approx(10 ** (1 + 3 / 6))
     # ties up to rounding (T_SGD from float32 learning rates) count as ties too
-    assert C.crossing([1, 10 * (1 + 1e-13), 10, 100], [20, 4, 12, 2], 5) == pytest.approx(10 ** 1.5)
+    assert crossing([1, 10 * (1 + 1e-13), 10, 100], [20, 4, 12, 2], 5) == pytest.approx(10 ** 1.5)
     # mean 4 < 5: crosses between 1 (20) and 10 (4), not at once at 10 (2 < 5 alone would say 10 ** (15 / 18))
-    assert C.crossing([1, 10, 10], [20, 6, 2], 5) == pytest.approx(10 ** (15 / 16))
-    assert C.crossing([1, 10, 10], [20, 6, 2], 3.9) is None
+    assert crossing([1, 10, 10], [20, 6, 2], 5) == pytest.approx(10 ** (15 / 16))
+    assert crossing([1, 10, 10], [20, 6, 2], 3.9) is None
 
 
 def _line_with_seeds(fam, clock, x, per_seed, ref=False):
