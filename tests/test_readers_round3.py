@@ -136,6 +136,7 @@ def test_plotting_out_inside_another_runs_own_folders_is_refused(tmp_path, capsy
     (other / ".manifest.json").write_text(json.dumps({"format": "jaxinit run manifest 1", "entries": {
         "results": {"kind": "dir"}}}))
     plotting_refused(capsys, [str(d), str(d), "--out", str(other / "results" / "x")], "lies inside the run")
+    plotting_refused(capsys, [str(d), str(d), "--out", str(other)], "is a run directory")   # the run itself too
 
 
 @pytest.mark.parametrize("damage, fragment", [

@@ -66,6 +66,7 @@ def test_the_shared_check_reads_points_as_float32():
     ("memory_phases", ["--train.strategy=chunked", "--train.chunk=0"], "chunk must be >= 1"),
     ("memory_phases", ["--train.chunk=-1"], "chunk must be >= 1"),
     ("igb_train", ["--train.strategy=chunked", "--train.chunk=0"], "chunk must be >= 1"),
+    ("igb_train", ["--train.chunk=-1"], "chunk must be >= 1"),
     ("memory_phases", ["--train.batch_size=100000"], "--train.batch_size=100000 exceeds the 256 training examples"),
     ("igb_train", ["--train.batch_size=100000"], "--train.batch_size=100000 exceeds the"),
 ])
@@ -73,14 +74,15 @@ def test_values_and_batches_are_refused_before_any_file(tmp_path, capsys, name, 
     refused(capsys, tmp_path, name, argv, fragment)
 
 
-@pytest.mark.parametrize("argv, fragment", [
-    (["--train.n_off=4000"], "on 4,000 inputs (train.n_off)"),                 # XLA aborted on 1e9 (exit 134)
-    (["--phases.seeds=10000"], "training every case's reported members"),      # numpy's MemoryError on 1e7
+@pytest.mark.parametrize("name, argv, fragment", [
+    ("memory_phases", ["--train.n_off=4000"], "on 4,000 inputs (train.n_off)"),     # XLA aborted on 1e9 (exit 134)
+    ("memory_phases", ["--phases.seeds=10000"], "training every case's reported members"),   # MemoryError on 1e7
+    ("igb_train", ["--phases.seeds=10000"], "training every case's reported members"),
 ])
-def test_sizes_are_estimated_against_this_machine_before_anything_is_allocated(tmp_path, capsys, monkeypatch, argv,
-                                                                             fragment):
+def test_sizes_are_estimated_against_this_machine_before_anything_is_allocated(tmp_path, capsys, monkeypatch, name,
+                                                                             argv, fragment):
     monkeypatch.setattr(budget, "machine_memory", lambda: 100 * 2**20)      # a 100 MB machine: safe either way
-    refused(capsys, tmp_path, "memory_phases", argv, fragment)
+    refused(capsys, tmp_path, name, argv, fragment)
 
 
 def test_the_evaluations_gram_matrix_is_counted_per_member_at_once():
