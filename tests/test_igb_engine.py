@@ -67,8 +67,12 @@ def test_sigkill_mid_case_then_resume_is_byte_identical(tmp_path):
 @pytest.mark.slow
 def test_four_host_devices_give_the_one_device_result(tmp_path):
     one, four = tmp_path / "one", tmp_path / "four"
-    _run(ARGS, one)
-    _run(ARGS, four, devices=4)
+    # Gentle rates: at the smoke grid's 0.2 a depth-5 tanh net is chaotic enough that 40 steps turn the
+    # partitioned program's ulps into whole examples (measured: 2 % in a loss at step 32), which says nothing
+    # about the partitioning; at these rates the tolerances below hold.
+    args = ARGS + ["--opt.sgd_lr=0.02,0.05"]
+    _run(args, one)
+    _run(args, four, devices=4)
     assert json.loads((four / "run.json").read_text())["devices"] == 4
     assert_close(json.loads((four / "summary.json").read_text()), json.loads((one / "summary.json").read_text()),
                  rel=1e-4, abs_=1e-6)
