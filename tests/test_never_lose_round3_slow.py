@@ -105,7 +105,9 @@ def test_sigint_of_memory_phases_without_checkpoints_tells_the_truth(tmp_path):
     err = proc.communicate(timeout=600)[1].strip().splitlines()
     assert proc.returncode == 130 and len(err) == 1, err
     assert "no checkpoint was saved" in err[0] and f"--out {out} --overwrite" in err[0]
-    one_line(cli("memory_phases", "--out", str(out), "--resume"), 2, "no checkpoint to continue from")
+    # Only step 0's rows were written: nothing to lose, so --resume starts the run again (item 8) and finishes.
+    done = cli("memory_phases", "--out", str(out), "--resume")
+    assert done.returncode == 0 and (out / "summary.json").is_file(), done.stderr[-2000:]
 
 
 # --------------------------------------------------------------------------- a full disk
