@@ -131,3 +131,31 @@ def test_a_diverged_pretraining_is_blamed_not_the_targets(tmp_path, argv):
     line = proc.stderr.strip().splitlines()[-1]
     assert proc.returncode == 2 and "--rescale.targets" not in line, proc.stderr[-2000:]
     assert "pretraining" in line and not (tmp_path / "run" / "config.json").exists()
+
+
+# --------------------------------------------------------------------------- what held must keep holding
+@pytest.mark.parametrize("name, argv", [
+    ("memory_phases", ["--preset", "smoke", "--train.steps=60", "--train.eval_every=5",
+                       "--train.checkpoint_every=10"]),
+    ("igb_rescale", ["--preset", "smoke", "--finetune.steps=60", "--finetune.eval_every=5",
+                     "--finetune.checkpoint_every=10"]),
+])
+def test_kill_9_in_the_reported_run_then_resume_is_byte_identical(tmp_path, name, argv):
+    ref, out = tmp_path / "ref", tmp_path / "killed"
+    assert cli(name, *argv, "--out", str(ref)).returncode == 0
+    proc = subprocess.Popen([sys.executable, "-m", f"experiments.{name}", *argv, "--out", str(out)], cwd=ROOT,
+                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    deadline = time.time() + 900
+    while time.time() < deadline and proc.poll() is None:       # kill once step 20's rows are on disk
+        metrics = out / "metrics.jsonl"
+        if metrics.exists() and '"epoch": 20,' in metrics.read_text():
+            break
+        time.sleep(0.05)
+    proc.send_signal(signal.SIGKILL)
+    proc.wait()
+    assert proc.returncode == -signal.SIGKILL, "the run finished before it could be killed"
+    assert not (out / "summary.json").exists()
+    done = cli(name, "--out", str(out), "--resume")
+    assert done.returncode == 0, done.stderr[-2000:]
+    for file in ("summary.json", "metrics.jsonl"):
+        assert (out / file).read_bytes() == (ref / file).read_bytes(), file
