@@ -12,7 +12,8 @@ horizon >= 1/2 (`horizons`). The rule (`choose`):
 A point whose every rate is disqualified gets the smallest rate and is reported by `survivors`. The same run is
 also evaluated at a short horizon h = floor(short x steps) < H (`jaxinit.shared.case_train.selection_plan`), where
 the same rule gives a second choice (``point_lr_short``): the horizon's effect, reported beside the choice
-(`report`, `point_report`), never used to train.
+(`report`, `point_report`). Nothing here trains it; a study may (igb_train's ``train.short_arm`` trains the
+points whose short choice differs, so the verdict is read at both horizons).
 
 Why the loss over a long horizon: a deep net's initial prejudice is absorbed over the run, so a rate that is
 ahead early need not be ahead late, and a short selection picks the fast starter; half the reported run at the
@@ -61,8 +62,8 @@ class SelectionConfig:
     the smaller)"""
     select_short: float = 0.2
     """a second, short horizon (fraction of the reported run's steps, floored; 0: none) evaluated in the same
-    selection run: the rate the rule would choose there is reported beside the chosen one (summary.json), never
-    trained"""
+    selection run: the rate the rule would choose there is reported beside the chosen one (summary.json); trained
+    only where a study says so (igb_train's ``train.short_arm``)"""
     select_seeds: int = 2
     """selection seeds per (point, rate), >= 2: 1000, 1001, ..., disjoint from the reported seeds 0, 1, ..."""
 
