@@ -5,12 +5,12 @@ import re
 import signal
 import subprocess
 import sys
-import time
 from pathlib import Path
 
 import pytest
 
 from experiments import forgetting
+from processes import start_until_epoch
 from nested import assert_close
 from jaxinit.tools import standin
 
@@ -105,28 +105,13 @@ def test_corrupt_checkpoint_is_a_clear_error(tmp_path, capsys):
     assert (out / "summary.json").read_text() == before        # nothing lost
 
 
-def _start_until_epoch(args, out, epoch, timeout=120):
-    """Start `experiments.forgetting` in a subprocess and return it once metrics.jsonl has a row of `epoch`
-    (or it ended, or `timeout` s passed). stderr is piped so a test can read the process's last words."""
-    proc = subprocess.Popen([sys.executable, "-m", "experiments.forgetting", *args, "--out", str(out)], cwd=ROOT,
-                            env={**os.environ, "PYTHONUNBUFFERED": "1"}, stdout=subprocess.DEVNULL,
-                            stderr=subprocess.PIPE, text=True)
-    deadline = time.time() + timeout
-    while time.time() < deadline and proc.poll() is None:
-        metrics = out / "metrics.jsonl"
-        if metrics.exists() and f'"epoch": {epoch},' in metrics.read_text():
-            break
-        time.sleep(0.05)
-    return proc
-
-
 @pytest.mark.slow
 def test_sigkill_mid_run_then_resume_matches_uninterrupted(tmp_path):
     args = FAST + ["--train.epochs=40", "--train.checkpoint_every=3", "--sweep.sigma_w=0.5,1,2"]
     ref = tmp_path / "ref"
     assert _run(args + ["--out", str(ref)]) == 0
     out = tmp_path / "killed"
-    proc = _start_until_epoch(args, out, 7)
+    proc = start_until_epoch("forgetting", args, out, 7)
     proc.send_signal(signal.SIGKILL)
     proc.communicate()
     assert proc.returncode == -signal.SIGKILL, "the run finished before it could be killed"
@@ -187,7 +172,7 @@ def test_a_signal_stops_at_a_step_boundary_with_one_line_and_resume_matches(tmp_
     ref = tmp_path / "ref"
     assert _run(args + ["--out", str(ref)]) == 0
     out = tmp_path / "stopped"
-    proc = _start_until_epoch(args, out, 7)
+    proc = start_until_epoch("forgetting", args, out, 7)
     proc.send_signal(sig)
     err = proc.communicate(timeout=120)[1].strip().splitlines()
     assert proc.returncode == status, err

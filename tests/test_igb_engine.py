@@ -5,12 +5,12 @@ import os
 import signal
 import subprocess
 import sys
-import time
 from pathlib import Path
 
 import numpy as np
 import pytest
 
+from processes import start_until_epoch
 from nested import assert_close
 from jaxinit.run import files
 
@@ -42,14 +42,7 @@ def test_sigkill_mid_case_then_resume_is_byte_identical(tmp_path):
     ref = tmp_path / "ref"
     _run(ARGS, ref)
     out = tmp_path / "killed"
-    proc = subprocess.Popen([sys.executable, "-m", "experiments.igb_train", *ARGS, "--out", str(out)], cwd=ROOT,
-                            env=_env(), stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
-    deadline = time.time() + 600
-    while time.time() < deadline and proc.poll() is None:       # kill once step 20's rows are on disk
-        metrics = out / "metrics.jsonl"
-        if metrics.exists() and '"epoch": 20,' in metrics.read_text():
-            break
-        time.sleep(0.05)
+    proc = start_until_epoch("igb_train", ARGS, out, 20, timeout=600, env=_env())   # step 20's rows on disk
     proc.send_signal(signal.SIGKILL)
     proc.communicate()
     assert proc.returncode == -signal.SIGKILL, "the run finished before it could be killed"

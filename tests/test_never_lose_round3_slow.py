@@ -11,6 +11,7 @@ from pathlib import Path
 
 import pytest
 
+from processes import start_until_epoch
 from jaxinit.run import manifest
 
 from test_load_run import smoke    # noqa: F401  (a fixture: each experiment's smoke run, once per module)
@@ -143,16 +144,9 @@ def test_a_diverged_pretraining_is_blamed_not_the_targets(tmp_path, argv):
 def test_kill_9_in_the_reported_run_then_resume_is_byte_identical(tmp_path, name, argv):
     ref, out = tmp_path / "ref", tmp_path / "killed"
     assert cli(name, *argv, "--out", str(ref)).returncode == 0
-    proc = subprocess.Popen([sys.executable, "-m", f"experiments.{name}", *argv, "--out", str(out)], cwd=ROOT,
-                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-    deadline = time.time() + 900
-    while time.time() < deadline and proc.poll() is None:       # kill once step 20's rows are on disk
-        metrics = out / "metrics.jsonl"
-        if metrics.exists() and '"epoch": 20,' in metrics.read_text():
-            break
-        time.sleep(0.05)
+    proc = start_until_epoch(name, argv, out, 20, timeout=900)        # kill once step 20's rows are on disk
     proc.send_signal(signal.SIGKILL)
-    proc.wait()
+    proc.communicate()
     assert proc.returncode == -signal.SIGKILL, "the run finished before it could be killed"
     assert not (out / "summary.json").exists()
     done = cli(name, "--out", str(out), "--resume")
