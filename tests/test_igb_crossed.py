@@ -61,14 +61,16 @@ def test_the_short_horizons_rate_trains_only_where_it_differs():
     assert reported.members(points, chosen, short_arm=False)["arm"].tolist() == [0] * 6
 
 
-def _results(depth_coef: float, rng, seeds=8):
-    """Synthetic crossed results: trains with probability sigmoid(6 - r + depth_coef * (log2 L - 5))."""
+def _results(depth_coef: float, rng, seeds=8, side_coef: float = 0.0):
+    """Synthetic crossed results: trains with probability sigmoid(6 - r + depth_coef * (log2 L - 5) + side_coef
+    [chaotic side])."""
     out = {}
     for L in (16, 32, 64, 128):
         roles = ["EOC"] + [crossed.role(r, s) for s in crossed.SIDES for r in (2, 4, 6, 8)]
         r_pt = np.array([crossed.parse(x)[0] for x in roles])
+        chaotic = np.array([crossed.parse(x)[1] == "chaotic" for x in roles])
         point = np.repeat(np.arange(len(roles)), seeds)
-        p = 1 / (1 + np.exp(-(6 - r_pt[point] + depth_coef * (np.log2(L) - 5))))
+        p = 1 / (1 + np.exp(-(6 - r_pt[point] + depth_coef * (np.log2(L) - 5) + side_coef * chaotic[point])))
         acc = np.where(rng.random(point.size) < p, 0.95, 0.6)
         out[f"tanh__d{L}__sgd"] = {
             "act": np.array("tanh"), "optimizer": np.array("sgd"), "depth": np.array(L), "target_acc": np.array(0.9),
@@ -88,3 +90,14 @@ def test_the_crossed_analysis_finds_a_planted_depth_effect_and_not_a_null_one():
     assert null["M_rd"]["lrt_depth"]["p"] > 0.05 and lo < 0 < hi
     r50 = null["M_r"]["r50"]
     assert r50["ci95"][0] < 6 < r50["ci95"][1]
+
+
+def test_a_planted_side_effect_moves_the_threshold_on_the_chaotic_side_only():
+    # sigmoid(6 - r - 3 [chaotic]) at the centre depth: r50 = 6 on the ordered side, 3 on the chaotic side
+    m = summary_crossed.analyse(_results(0.0, np.random.default_rng(1), seeds=16, side_coef=-3.0), 0.97,
+                                n_sims=10)["tanh__sgd"]["at_H"]["models"]
+    by_side = m["M_rds"]["r50_by_side"]
+    lo_o, hi_o = by_side["ordered"]["ci95"]
+    lo_c, hi_c = by_side["chaotic"]["ci95"]
+    assert lo_o < 6 < hi_o and lo_c < 3 < hi_c and hi_c < lo_o
+    assert m["M_rds"]["side_coef_ci95"][1] < 0 and m["M_rds"]["lrt_side"]["p"] < 0.01

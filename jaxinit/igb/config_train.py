@@ -238,7 +238,8 @@ PRESETS = Presets({
                        "run for 300 steps), 8 seeds; decides which phase trains at depth 100, at both selection "
                        "horizons, and whether any rate trains the ordered and neutral points"),
     "crossed": Preset(CROSSED, "tanh width 128, L / xi_c = 0, 2, 4, 6, 8 on both sides of the EOC at depths "
-                               "16/32/64, 8 seeds; decides whether depth adds to L / xi_c, and the threshold"),
+                               "16/32/64, 8 seeds; decides whether depth or the side of the EOC adds to L / xi_c, and "
+                               "the threshold (per side, with intervals)"),
     "prejudice": Preset(PREJUDICE, "tanh and ReLU phases at depth 20 with centred twins (the null), 8 seeds; "
                                    "decides transient vs persistent prejudice on the recall gap"),
     "cpu_w128": Preset(CPU_W128, "cpu at width 128, tanh and ReLU (width dependence; ReLU at depth 100)"),

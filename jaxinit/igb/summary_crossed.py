@@ -7,7 +7,7 @@ Models (Firth logistic, `jaxinit.igb.logistic`), with d = log2 L - its mean over
 
     M_r:   logit P = a + b r
     M_rd:  logit P = a + b r + c d             (depth once r is known: LRT of c = 0, c's profile interval)
-    M_rds: M_rd + e [chaotic side]             (the side of the EOC)
+    M_rds: M_rd + e [chaotic side]             (the side of the EOC; r50 per side at the centre depth)
     M_rdn: M_rd + n [theory phase = neutrality]  (neutrality beyond r and depth)
 
 The threshold r50 (P = 1/2) is M_r's -a / b with its profile interval, and per depth M_rd's; the design's power is
@@ -85,7 +85,10 @@ def analyse_table(tab: dict, planted=PLANTED, n_sims: int = N_SIMS) -> dict:
     if (X[:, 3] > 0).any() and (X[:, 3] == 0).any():
         m = X[:, :4]
         out["M_rds"] = {"coef": logistic.fit(m, y).beta.tolist(), "lrt_side": logistic.lrt(m, y, [3]),
-                        "side_coef_ci95": logistic.coef_interval(m, y, 3)}
+                        "side_coef_ci95": logistic.coef_interval(m, y, 3),
+                        # a side effect moves the threshold: r50 on each side, at the centre depth (d = 0)
+                        "r50_by_side": {side: logistic.threshold(m, y, 1, np.array([1.0, 0.0, 0.0, flag]))
+                                        for side, flag in (("ordered", 0.0), ("chaotic", 1.0))}}
     if (X[:, 4] > 0).any() and (X[:, 4] == 0).any():
         m = X[:, [0, 1, 2, 4]]
         out["M_rdn"] = {"coef": logistic.fit(m, y).beta.tolist(), "lrt_neutral": logistic.lrt(m, y, [3]),

@@ -107,7 +107,9 @@ def crossed_table(crossed: dict) -> str:
                    + ", ".join(f"{d}: {v['value']:.2f} {_ci(v['ci95'])}" for d, v in rd["r50_by_depth"].items()))
             if "M_rds" in m:
                 row += (f"; side (chaotic) {m['M_rds']['coef'][3]:+.2f} {_ci(m['M_rds']['side_coef_ci95'], '+.2f')}, "
-                        f"p = {m['M_rds']['lrt_side']['p']:.3g}")
+                        f"p = {m['M_rds']['lrt_side']['p']:.3g}, r50 by side at depth "
+                        f"{2 ** m['log2_depth_centre']:.0f} " + ", ".join(
+                            f"{k}: {v['value']:.2f} {_ci(v['ci95'])}" for k, v in m["M_rds"]["r50_by_side"].items()))
             if "M_rdn" in m:
                 row += (f"; neutrality {m['M_rdn']['coef'][3]:+.2f} {_ci(m['M_rdn']['neutral_coef_ci95'], '+.2f')}, "
                         f"p = {m['M_rdn']['lrt_neutral']['p']:.3g}")
