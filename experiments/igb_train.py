@@ -15,13 +15,12 @@ selection curve, sustained absorption, steps to target, trains k/n with an exact
 EOC, L / xi_c), DIR/run.json and DIR/figures/*.png (lr_selection, depth_over_xi, verdict, curves, ...).
 
     python -m experiments.igb_train --out runs/igb_train_cpu            # cpu preset
-    python -m experiments.igb_train --preset xi --out runs/igb_train_xi # L / xi_c sweep
+    python -m experiments.igb_train --preset crossed --out runs/crossed # L / xi_c crossed with depth
     python -m experiments.igb_train --preset smoke --out /tmp/igb_train # tests
     python -m experiments.igb_train --preset paper --out $OUT/igb_train_paper   # accelerator
     python -m experiments.igb_train --replot runs/igb_train_cpu          # figures from saved results
 
-The README's measured verdicts were made under the earlier selection (validation accuracy after 40-60 steps,
-one seed), not the one above.
+Measured verdicts, each with its design, n, intervals and wall time: docs/igb.md (section Verdicts).
 """
 from __future__ import annotations
 

