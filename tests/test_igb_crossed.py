@@ -29,6 +29,9 @@ def test_unreachable_targets_are_left_out_and_roles_parse():
     assert roles == ["EOC", "r2 ordered", "r8 ordered", "r2 chaotic"]
     assert crossed.parse("r8 ordered") == (8.0, "ordered") and crossed.parse("EOC") == (0.0, "EOC")
     assert crossed.parse("prejudice") is None and crossed.parse("r8 centred") is None
+    assert crossed.parse_sweep("0.7xEOC") == (0.7, "ordered") and crossed.parse_sweep("1.3xEOC") == (1.3, "chaotic")
+    assert crossed.parse_sweep("EOC") == (0.0, "EOC") and crossed.parse_sweep("r2 ordered") is None
+    assert crossed.parse_sweep("1.3xEOC centred") is None and crossed.parse_sweep("axEOC") is None
 
 
 def test_a_centred_twin_has_the_points_weights_and_zero_mean_logits_on_the_reference_inputs():
@@ -101,3 +104,19 @@ def test_a_planted_side_effect_moves_the_threshold_on_the_chaotic_side_only():
     lo_c, hi_c = by_side["chaotic"]["ci95"]
     assert lo_o < 6 < hi_o and lo_c < 3 < hi_c and hi_c < lo_o
     assert m["M_rds"]["side_coef_ci95"][1] < 0 and m["M_rds"]["lrt_side"]["p"] < 0.01
+
+
+def test_the_xi_sweeps_points_are_read_by_the_crossed_analysis_only_when_asked():
+    # the same synthetic outcomes under sweep roles: '<f>xEOC' below 1 is the ordered side, above 1 the chaotic
+    crossed_res = _results(0.0, np.random.default_rng(2))
+    sweep_res = {}
+    for name, r in crossed_res.items():
+        side = {"ordered": 0.8, "chaotic": 1.2}
+        roles = [x if x == "EOC" else f"{side[crossed.parse(x)[1]] + crossed.parse(x)[0] / 100:g}xEOC"
+                 for x in r["point_role"].tolist()]
+        sweep_res[name] = {**r, "point_role": np.array(roles)}
+    assert summary_crossed.table(sweep_res)["r"].size == 0                   # not crossed points: left out
+    a = summary_crossed.table(crossed_res)
+    b = summary_crossed.table(sweep_res, parse=crossed.parse_sweep)
+    for key in ("r", "depth", "side", "trains"):
+        np.testing.assert_array_equal(a[key], b[key])

@@ -36,6 +36,22 @@ def parse(role_: str) -> tuple[float, str] | None:
     return None
 
 
+def parse_sweep(role_: str) -> tuple[float, str] | None:
+    """(f, side) of a sigma_w2 = f x EOC sweep point's role ('0.7xEOC': the ordered side, '1.3xEOC': the chaotic
+    side), (0, 'EOC') for the EOC, None otherwise: the `xi` preset's points, read by the crossed analysis
+    (`jaxinit.igb.summary_crossed.table`) although they are not placed at equal L / xi_c."""
+    if role_ == "EOC":
+        return 0.0, "EOC"
+    head, sep, tail = str(role_).partition("xEOC")
+    if not sep or tail:
+        return None
+    try:
+        f = float(head)
+    except ValueError:
+        return None
+    return (0.0, "EOC") if f == 1 else (f, "ordered" if f < 1 else "chaotic")
+
+
 def solve_sigma_w2(act: str, sigma_b2: float, xi_target, side: str, lo: float = 0.3, hi: float = 20.0,
                    iters: int = 60) -> np.ndarray:
     """sigma_w2 with xi_c = ``xi_target`` (array) on ``side`` of the EOC at ``sigma_b2``; NaN where the bracket

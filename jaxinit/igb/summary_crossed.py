@@ -26,21 +26,22 @@ PLANTED = (-0.5, -1.0)        # depth coefficients per doubling for the power
 N_SIMS = 200
 
 
-def is_crossed(r: dict) -> bool:
-    return any(crossed.parse(str(x)) not in (None, (0.0, "EOC")) for x in r["point_role"])
+def is_crossed(r: dict, parse=crossed.parse) -> bool:
+    return any(parse(str(x)) not in (None, (0.0, "EOC")) for x in r["point_role"])
 
 
-def table(results: dict[str, dict], horizon: str = "H") -> dict[str, np.ndarray]:
+def table(results: dict[str, dict], horizon: str = "H", parse=crossed.parse) -> dict[str, np.ndarray]:
     """Per member of every crossed point: r, depth, side (+1 chaotic, -1 ordered, 0 EOC), neutral, trains,
-    final test accuracy, point label."""
+    final test accuracy, point label. ``parse`` reads a role's side (`crossed.parse`; `crossed.parse_sweep` for
+    the `xi` sweep's '<f>xEOC' points, which `analyse_table` then fits the same way)."""
     cols = {k: [] for k in ("r", "depth", "side", "neutral", "trains", "final", "point")}
     for r in results.values():
-        if not is_crossed(r):
+        if not is_crossed(r, parse):
             continue
         target = float(r["target_acc"])
         short = r.get("point_lr_short")
         for p, role in enumerate(r["point_role"].tolist()):
-            parsed = crossed.parse(role)
+            parsed = parse(role)
             if parsed is None:
                 continue
             idx = member_index(r, p, 0)
