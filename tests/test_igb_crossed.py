@@ -86,11 +86,13 @@ def _results(depth_coef: float, rng, seeds=8, side_coef: float = 0.0):
 
 def test_the_crossed_analysis_finds_a_planted_depth_effect_and_not_a_null_one():
     rng = np.random.default_rng(0)
-    planted = summary_crossed.analyse(_results(-1.5, rng), 0.97, n_sims=10)["tanh__sgd"]["at_H"]["models"]
+    planted = summary_crossed.analyse(_results(-1.5, rng), 0.97, n_sims=10, n_perm=39)["tanh__sgd"]["at_H"]["models"]
     assert planted["M_rd"]["lrt_depth"]["p"] < 0.01 and planted["M_rd"]["depth_coef_ci95"][1] < 0
-    null = summary_crossed.analyse(_results(0.0, rng), 0.97, n_sims=10)["tanh__sgd"]["at_H"]["models"]
+    assert planted["M_rd"]["permutation_depth"]["p"] == pytest.approx(1 / 40)    # no shuffle reaches it
+    null = summary_crossed.analyse(_results(0.0, rng), 0.97, n_sims=10, n_perm=39)["tanh__sgd"]["at_H"]["models"]
     lo, hi = null["M_rd"]["depth_coef_ci95"]
     assert null["M_rd"]["lrt_depth"]["p"] > 0.05 and lo < 0 < hi
+    assert null["M_rd"]["permutation_depth"]["p"] > 0.05
     r50 = null["M_r"]["r50"]
     assert r50["ci95"][0] < 6 < r50["ci95"][1]
 
@@ -98,12 +100,13 @@ def test_the_crossed_analysis_finds_a_planted_depth_effect_and_not_a_null_one():
 def test_a_planted_side_effect_moves_the_threshold_on_the_chaotic_side_only():
     # sigmoid(6 - r - 3 [chaotic]) at the centre depth: r50 = 6 on the ordered side, 3 on the chaotic side
     m = summary_crossed.analyse(_results(0.0, np.random.default_rng(1), seeds=16, side_coef=-3.0), 0.97,
-                                n_sims=10)["tanh__sgd"]["at_H"]["models"]
+                                n_sims=10, n_perm=9)["tanh__sgd"]["at_H"]["models"]
     by_side = m["M_rds"]["r50_by_side"]
     lo_o, hi_o = by_side["ordered"]["ci95"]
     lo_c, hi_c = by_side["chaotic"]["ci95"]
     assert lo_o < 6 < hi_o and lo_c < 3 < hi_c and hi_c < lo_o
     assert m["M_rds"]["side_coef_ci95"][1] < 0 and m["M_rds"]["lrt_side"]["p"] < 0.01
+    assert m["M_rds"]["permutation_side"]["n_perm"] == 9
 
 
 def test_the_xi_sweeps_points_are_read_by_the_crossed_analysis_only_when_asked():
@@ -120,3 +123,24 @@ def test_the_xi_sweeps_points_are_read_by_the_crossed_analysis_only_when_asked()
     b = summary_crossed.table(sweep_res, parse=crossed.parse_sweep)
     for key in ("r", "depth", "side", "trains"):
         np.testing.assert_array_equal(a[key], b[key])
+
+
+def test_the_permutation_keeps_each_points_seeds_together_and_the_other_covariates_in_place():
+    tab = summary_crossed.table(_results(-1.5, np.random.default_rng(3)))
+    depth = ("depth", ("r", "side"), [0, 1, 2], 2)
+    out = summary_crossed.permutation_lrt(tab, *depth, n_perm=0)
+    assert out["p"] == 1.0 and out["n_perm"] == 0 and out["stat"] > 10     # the observed statistic alone
+    # each (r, side) at one depth only (r = 2 at 16, 4 at 32, 6 at 64, 8 at 128, the EOC at 16): a shuffle within
+    # the strata moves nothing, so every shuffle's statistic is the observed one; across strata it would not be
+    depth_of_r = {0.0: 16, 2.0: 16, 4.0: 32, 6.0: 64, 8.0: 128}
+    keep = tab["depth"] == np.array([depth_of_r[r] for r in tab["r"]])
+    one_each = {k: v[keep] for k, v in tab.items()}
+    assert summary_crossed.permutation_lrt(one_each, *depth, n_perm=5)["p"] == 1.0
+
+
+def test_a_planted_side_effect_survives_its_permutation_null_and_a_null_one_does_not():
+    side = ("side", ("r", "depth"), [0, 1, 2, 3], 3)
+    planted = summary_crossed.table(_results(0.0, np.random.default_rng(4), side_coef=-3.0))
+    assert summary_crossed.permutation_lrt(planted, *side, n_perm=39)["p"] == pytest.approx(1 / 40)
+    null = summary_crossed.table(_results(0.0, np.random.default_rng(5)))
+    assert summary_crossed.permutation_lrt(null, *side, n_perm=39)["p"] > 0.05

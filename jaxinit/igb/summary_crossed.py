@@ -10,6 +10,10 @@ Models (Firth logistic, `jaxinit.igb.logistic`), with d = log2 L - its mean over
     M_rds: M_rd + e [chaotic side]             (the side of the EOC; r50 per side at the centre depth)
     M_rdn: M_rd + n [theory phase = neutrality]  (neutrality beyond r and depth)
 
+The depth and side tests have permutation nulls besides their chi-square p (`permutation_lrt`): whole points'
+depths are shuffled among the points of equal r and side, sides among the points of equal r and depth. The
+chi-square p counts every seed as independent; the seeds of one point share its rate and its draw of the
+point's behaviour, so the permutation p, which moves a point's seeds together, is the one to read.
 The threshold r50 (P = 1/2) is M_r's -a / b with its profile interval, and per depth M_rd's; the design's power is
 the share of outcomes simulated from M_rd with b at M_r's estimate and c planted at ``planted`` (per doubling of
 depth) for which the LRT rejects c = 0 at 0.05. The analysis runs at the selection horizon's rates (arm 0) and at
@@ -24,6 +28,7 @@ from jaxinit.igb.summary_prejudice import member_index
 
 PLANTED = (-0.5, -1.0)        # depth coefficients per doubling for the power
 N_SIMS = 200
+N_PERM = 200
 
 
 def is_crossed(r: dict, parse=crossed.parse) -> bool:
@@ -70,7 +75,32 @@ def design(tab: dict) -> tuple[np.ndarray, float]:
     return X, centre
 
 
-def analyse_table(tab: dict, planted=PLANTED, n_sims: int = N_SIMS) -> dict:
+def permutation_lrt(tab: dict, shuffle: str, within: tuple[str, ...], cols: list[int], drop: int,
+                    n_perm: int = N_PERM, seed: int = 0) -> dict:
+    """A covariate's LRT statistic (column ``drop`` of the model ``design(tab)[:, cols]``) against its permutation
+    null: the ``shuffle`` column's values of whole points are shuffled among the points that share the ``within``
+    columns (the design's strata: the other covariates stay where they were, each point's seeds move together, so
+    seeds of one point are not counted as independent), and the statistic recomputed. Observed statistic,
+    p = (1 + #{null >= observed}) / (1 + n_perm), n_perm."""
+    y = tab["trains"].astype(float)
+    observed = logistic.lrt(design(tab)[0][:, cols], y, [drop])["stat"]
+    labels, first = np.unique(tab["point"], return_index=True)
+    member_point = np.searchsorted(labels, tab["point"])
+    strata = [tuple(np.round(float(tab[w][i]), 6) for w in within) for i in first]
+    groups = [np.flatnonzero([k == key for k in strata]) for key in sorted(set(strata))]
+    values = tab[shuffle][first]
+    rng = np.random.default_rng(seed)
+    above = 0
+    for _ in range(n_perm):
+        shuffled = values.copy()
+        for idx in groups:
+            shuffled[idx] = rng.permutation(values[idx])
+        Xp = design({**tab, shuffle: shuffled[member_point]})[0][:, cols]
+        above += logistic.lrt(Xp, y, [drop])["stat"] >= observed
+    return {"stat": observed, "p": (1 + above) / (1 + n_perm), "n_perm": n_perm}
+
+
+def analyse_table(tab: dict, planted=PLANTED, n_sims: int = N_SIMS, n_perm: int = N_PERM) -> dict:
     """The models of the module docstring on one table."""
     y = tab["trains"].astype(float)
     X, centre = design(tab)
@@ -81,12 +111,14 @@ def analyse_table(tab: dict, planted=PLANTED, n_sims: int = N_SIMS) -> dict:
                    "r50": logistic.threshold(m_r, y, 1, np.array([1.0, 0.0]))},
            "M_rd": {"coef": fit_rd.beta.tolist(), "depth_coef_ci95": logistic.coef_interval(m_rd, y, 2),
                     "lrt_depth": logistic.lrt(m_rd, y, [2]),
+                    "permutation_depth": permutation_lrt(tab, "depth", ("r", "side"), [0, 1, 2], 2, n_perm),
                     "r50_by_depth": {int(d): logistic.threshold(m_rd, y, 1, np.array([1.0, 0.0, np.log2(d) - centre]))
                                      for d in sorted(set(tab["depth"].tolist()))}}}
     if (X[:, 3] > 0).any() and (X[:, 3] == 0).any():
         m = X[:, :4]
         out["M_rds"] = {"coef": logistic.fit(m, y).beta.tolist(), "lrt_side": logistic.lrt(m, y, [3]),
                         "side_coef_ci95": logistic.coef_interval(m, y, 3),
+                        "permutation_side": permutation_lrt(tab, "side", ("r", "depth"), [0, 1, 2, 3], 3, n_perm),
                         # a side effect moves the threshold: r50 on each side, at the centre depth (d = 0)
                         "r50_by_side": {side: logistic.threshold(m, y, 1, np.array([1.0, 0.0, 0.0, flag]))
                                         for side, flag in (("ordered", 0.0), ("chaotic", 1.0))}}
@@ -110,7 +142,7 @@ def per_point(tab: dict) -> list[dict]:
     return rows
 
 
-def analyse(results: dict[str, dict], target_of_linear: float, n_sims: int = N_SIMS) -> dict:
+def analyse(results: dict[str, dict], target_of_linear: float, n_sims: int = N_SIMS, n_perm: int = N_PERM) -> dict:
     """Per activation and optimizer: `analyse_table` at the horizon (H) and at the short horizon (h), with the
     per-point table."""
     out = {}
@@ -119,6 +151,7 @@ def analyse(results: dict[str, dict], target_of_linear: float, n_sims: int = N_S
         mine = {n: r for n, r in results.items() if str(r["act"]) == act and str(r["optimizer"]) == opt}
         out[f"{act}__{opt}"] = {
             "target_of_linear": target_of_linear,
-            **{f"at_{h}": {"points": per_point(table(mine, h)), "models": analyse_table(table(mine, h), n_sims=n_sims)}
+            **{f"at_{h}": {"points": per_point(table(mine, h)),
+                           "models": analyse_table(table(mine, h), n_sims=n_sims, n_perm=n_perm)}
                for h in ("H", "h")}}
     return out

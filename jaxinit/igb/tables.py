@@ -103,11 +103,13 @@ def crossed_table(crossed: dict) -> str:
             row = (f"{name} at {tag}: n = {m['n']}, {m['trains']} train; M_r: r coefficient {m['M_r']['coef'][1]:+.2f} "
                    f"{_ci(m['M_r']['r_ci95'], '+.2f')}, r50 = {m['M_r']['r50']['value']:.2f} "
                    f"{_ci(m['M_r']['r50']['ci95'])}; M_rd: depth coefficient per doubling {rd['coef'][2]:+.2f} "
-                   f"{_ci(rd['depth_coef_ci95'], '+.2f')}, LRT p = {rd['lrt_depth']['p']:.3g}; r50 by depth "
+                   f"{_ci(rd['depth_coef_ci95'], '+.2f')}, LRT p = {rd['lrt_depth']['p']:.3g} (permutation p = "
+                   f"{rd['permutation_depth']['p']:.3g}, {rd['permutation_depth']['n_perm']} shuffles); r50 by depth "
                    + ", ".join(f"{d}: {v['value']:.2f} {_ci(v['ci95'])}" for d, v in rd["r50_by_depth"].items()))
             if "M_rds" in m:
                 row += (f"; side (chaotic) {m['M_rds']['coef'][3]:+.2f} {_ci(m['M_rds']['side_coef_ci95'], '+.2f')}, "
-                        f"p = {m['M_rds']['lrt_side']['p']:.3g}, r50 by side at depth "
+                        f"p = {m['M_rds']['lrt_side']['p']:.3g} (permutation p = {m['M_rds']['permutation_side']['p']:.3g}), "
+                        f"r50 by side at depth "
                         f"{2 ** m['log2_depth_centre']:.0f} " + ", ".join(
                             f"{k}: {v['value']:.2f} {_ci(v['ci95'])}" for k, v in m["M_rds"]["r50_by_side"].items()))
             if "M_rdn" in m:
