@@ -75,6 +75,8 @@ class DataConfig:
     """seed of the permutation that carves validation from train"""
     augment: bool = False
     """random crop (pad 4) + horizontal flip, images only"""
+    pool: int = 1
+    """images only: average k x k pixel blocks (2: MNIST 28 x 28 -> 14 x 14), a 1/k^2 cheaper convolution"""
     normalize: Normalize = "standard"
     """standard: train mean/std per channel; sphere: |x|^2/d = 1 per input; none"""
     n_samples: int = 4000

@@ -12,7 +12,7 @@ from jaxinit.config import DataConfig, check_values
 from jaxinit.errors import ConfigError
 from jaxinit.data import synthetic
 from jaxinit.data.checks import Raw
-from jaxinit.data.pipeline import NORMALIZE, normalize, split_indices, to_float
+from jaxinit.data.pipeline import NORMALIZE, normalize, pool_images, split_indices, to_float
 from jaxinit.data.readers import load_real
 
 SYNTHETIC = ("digits", "mnist1d", "gaussian")
@@ -43,8 +43,9 @@ def load_dataset(cfg: DataConfig) -> Dataset:
     """Load, split, binarise and normalise `cfg.name`, then put the splits on the device once."""
     _validate(cfg)
     raw = _load_raw(cfg)
+    _check_pool(cfg, tuple(raw.x_pool.shape[1:]))
     train, val, test = split_indices(len(raw.y_pool), len(raw.y_test), cfg)
-    xs = [to_float(a) for a in (raw.x_pool[train], raw.x_pool[val], raw.x_test[test])]
+    xs = [pool_images(to_float(a), cfg.pool) for a in (raw.x_pool[train], raw.x_pool[val], raw.x_test[test])]
     ys = [raw.y_pool[train], raw.y_pool[val], raw.y_test[test]]
     n_classes = raw.n_classes
     if cfg.binarize:
@@ -53,7 +54,7 @@ def load_dataset(cfg: DataConfig) -> Dataset:
     x_tr, x_va, x_te = (jnp.asarray(x, jnp.float32) for x in xs)
     y_tr, y_va, y_te = (jnp.asarray(y, jnp.int32) for y in ys)
     return Dataset(x_tr, y_tr, x_va, y_va, x_te, y_te, int(n_classes),
-                   tuple(int(s) for s in raw.x_pool.shape[1:]), cfg.name)
+                   tuple(int(s) for s in x_tr.shape[1:]), cfg.name)
 
 
 def data_dir(cfg: DataConfig) -> str:
@@ -71,6 +72,8 @@ def _validate(cfg: DataConfig) -> None:
         raise ConfigError(f"--data.dir={cfg.dir}{expanded}: no such directory")
     if cfg.normalize not in NORMALIZE:
         raise ConfigError(f"--data.normalize={cfg.normalize!r}: choose one of {', '.join(NORMALIZE)}")
+    if cfg.pool < 1:
+        raise ConfigError(f"--data.pool must be >= 1, got {cfg.pool}")
     if min(cfg.n_train, cfg.n_val, cfg.n_test) < 0:
         raise ConfigError("--data.n_train, n_val and n_test must be >= 0 (0 = default)")
     if not 0.0 <= cfg.val_fraction < 1.0:
@@ -80,6 +83,16 @@ def _validate(cfg: DataConfig) -> None:
     if cfg.name == "gaussian" and (cfg.dim <= 0 or cfg.n_classes < 2):
         raise ConfigError(f"gaussian needs --data.dim >= 1 and --data.n_classes >= 2, got {cfg.dim}, {cfg.n_classes}")
     budget.check_data(cfg)
+
+
+def _check_pool(cfg: DataConfig, shape: tuple) -> None:
+    """`--data.pool` needs images (H, W, C) whose height and width it divides."""
+    if cfg.pool == 1:
+        return
+    if len(shape) != 3:
+        raise ConfigError(f"--data.pool={cfg.pool} pools images; {cfg.name} inputs have shape {shape}")
+    if shape[0] % cfg.pool or shape[1] % cfg.pool:
+        raise ConfigError(f"--data.pool={cfg.pool} must divide {cfg.name}'s image height and width {shape[:2]}")
 
 
 def _load_raw(cfg: DataConfig) -> Raw:

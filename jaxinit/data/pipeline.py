@@ -5,8 +5,8 @@ Splits. Validation is carved from the training pool by a permutation seeded with
 permutation, so a larger `n_train` is a superset. The test split is the official one (`n_test` > 0:
 a fixed-seed subset that never depends on `split_seed`).
 
-Values. uint8 pixels -> float32 in [0, 1] (other sources arrive as floats already scaled) before
-normalising: `standard` subtracts the training split's per-channel (last axis) mean and divides by
+Values. uint8 pixels -> float32 in [0, 1] (other sources arrive as floats already scaled), then
+images average-pooled over `pool` x `pool` blocks when asked, before normalising: `standard` subtracts the training split's per-channel (last axis) mean and divides by
 its std; `sphere` rescales each input so that |x|^2 / d = 1 (no centering), as the IGB theory
 assumes; `none` leaves them.
 
@@ -51,6 +51,16 @@ def split_indices(n_pool: int, n_test_avail: int, cfg: DataConfig):
 def to_float(x: np.ndarray) -> np.ndarray:
     # uint8 pixels become [0, 1]; other sources arrive as floats already scaled.
     return x.astype(np.float32) / 255.0 if x.dtype == np.uint8 else x.astype(np.float32)
+
+
+def pool_images(x: np.ndarray, k: int) -> np.ndarray:
+    """Average-pool NHWC images over non-overlapping k x k blocks: out[n, i, j, c] = mean of
+    x[n, k i : k (i + 1), k j : k (j + 1), c]. k = 1 returns `x`. Done on the host before normalising,
+    so `standard` statistics are those of the pooled images."""
+    if k == 1:
+        return x
+    n, h, w, c = x.shape
+    return x.reshape(n, h // k, k, w // k, k, c).mean(axis=(2, 4), dtype=np.float64).astype(np.float32)
 
 
 def normalize(xs: list, mode: str) -> list:
