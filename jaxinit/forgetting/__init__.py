@@ -11,7 +11,8 @@ Notebook use (every name here is also what `python -m experiments.forgetting` ru
 Modules: `config` (presets), `loop` (`fit`: the study's groups, plan and evaluation for the engine,
 `jaxinit.train`, which owns members, strategies, the step, checkpoints and the run directory), `memory`,
 `history` and `stats` (selection, spread, clocks; pure numpy), `plotting` and `figures` (figures from saved
-results), `clocks` / `clock_run` / `clock_test` (the clock sweep), `compare` (paired runs).
+results), `clocks` / `clock_run` / `clock_test` (the clock sweep), `compare` (paired runs), `interpolation` (depth x
+`sigma_w` in fitting the training set, across runs).
 The training names are imported on first use, so the analysis and the figures load without jax.
 """
 from jaxinit.forgetting.config import PRESETS, AnalysisConfig, ForgettingConfig, preset, validate
