@@ -6,9 +6,9 @@ permutation, so a larger `n_train` is a superset. The test split is the official
 a fixed-seed subset that never depends on `split_seed`).
 
 Values. uint8 pixels -> float32 in [0, 1] (other sources arrive as floats already scaled), then
-images average-pooled over `pool` x `pool` blocks when asked, before normalising: `standard` subtracts the training split's per-channel (last axis) mean and divides by
-its std; `sphere` rescales each input so that |x|^2 / d = 1 (no centering), as the IGB theory
-assumes; `none` leaves them.
+images average-pooled over `pool` x `pool` blocks when asked, before normalising: `standard`
+subtracts the training split's per-channel (last axis) mean and divides by its std; `sphere` rescales
+each input so that |x|^2 / d = 1 (no centering), as the IGB theory assumes; `none` leaves them.
 
 Device. An epoch's order is `permutation(fold_in(data_key, epoch))`, so any step's batch is a pure
 function of (key, epoch, step) and a resumed run sees the same batches; the last partial batch is

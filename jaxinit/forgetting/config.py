@@ -188,9 +188,9 @@ def _variants() -> dict[str, Preset]:
         out[f"mnist_depth{depth}"] = Preset(
             replace(mnist, model=ModelConfig(name=f"resnet{depth}", width_mult=0.5)),
             f"depth: ResNet-{depth} (8-16-32) on MNIST 10k, sgd/adam/muon/sgd_l2, 6 seeds, 150 epochs; accelerator")
-    # Item 4 at CPU scale: the same four settings on MNIST average-pooled to 14 x 14 (a 4x cheaper convolution),
-    # 500 training images, 4-8-16 channels, b = 32 (15 steps an epoch), 60 epochs evaluated every 4; ~1 h for
-    # ResNet-56 on one core of the 2-core VM, a third of that for ResNet-20.
+    # Item 4 at CPU scale: the same four settings on MNIST average-pooled to 14 x 14 (1/4 of the convolution
+    # FLOPs), 500 training images, 4-8-16 channels, b = 32 (15 steps an epoch), 60 epochs evaluated every 4; on
+    # the 2-core VM ~1.6 h for ResNet-56, ~40 min for ResNet-20 and ~12 min for ResNet-8 (docs/forgetting.md).
     small = replace(mnist, data=replace(mnist.data, n_train=500, n_val=500, n_test=1000, pool=2),
                     train=replace(mnist.train, batch_size=32, epochs=60, eval_every=4, checkpoint_every=20),
                     sweep=replace(mnist.sweep, seeds=5))

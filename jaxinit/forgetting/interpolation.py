@@ -38,7 +38,7 @@ import numpy as np
 
 from jaxinit.intervals import binomial_interval
 from jaxinit.forgetting.tables import _fmt, _with_ci, _p
-from jaxinit.shared.history import read_metrics
+from jaxinit.shared.history import as_float, read_metrics
 
 SIGMA_REF = 1.0       # the He scale: the reference every larger sigma_w is compared with
 MAX_SPLITS = 20_000   # exact permutation up to this many splits, else this many random ones
@@ -53,9 +53,8 @@ def final_train_error(rows: Sequence[Mapping[str, Any]]) -> dict[int, float]:
             continue
         m, ep = int(r["member"]), int(r["epoch"])
         if m not in last or ep >= last[m][0]:
-            acc = r["train_acc"]
-            ok = isinstance(acc, (int, float)) and math.isfinite(acc)
-            last[m] = (ep, 100.0 * (1.0 - acc) if ok else 100.0)
+            acc = as_float(r["train_acc"])
+            last[m] = (ep, 100.0 * (1.0 - acc) if math.isfinite(acc) else 100.0)
     return {m: e for m, (_, e) in last.items()}
 
 
@@ -89,10 +88,10 @@ def welch_interval(a: Sequence[float], b: Sequence[float], level: float = 0.95) 
 def permutation_p(a: Sequence[float], b: Sequence[float], seed: int = 0) -> float | None:
     """Two-sided p of |mean(b) - mean(a)| under relabelling the pooled values into groups of the same sizes
     (exact when there are at most MAX_SPLITS splits)."""
-    pooled = np.concatenate([np.asarray(a, np.float64), np.asarray(b, np.float64)])
-    na, n = len(a), len(a) + len(b)
     if len(a) < 1 or len(b) < 1:
         return None
+    pooled = np.concatenate([np.asarray(a, np.float64), np.asarray(b, np.float64)])
+    na, n = len(a), len(a) + len(b)
     obs = abs(pooled[na:].mean() - pooled[:na].mean())
     if math.comb(n, na) <= MAX_SPLITS:
         idx = [np.array(c) for c in itertools.combinations(range(n), na)]
@@ -113,7 +112,7 @@ def interaction(shallow: Mapping[int, float], deep: Mapping[int, float]) -> dict
     return {"n": [len(a), len(b)], "gap_shallow": float(np.mean(a)) if a else None,
             "gap_deep": float(np.mean(b)) if b else None,
             "delta": float(np.mean(b) - np.mean(a)) if a and b else None,
-            "ci95": welch_interval(a, b), "p": permutation_p(a, b) if a and b else None}
+            "ci95": welch_interval(a, b), "p": permutation_p(a, b)}
 
 
 def interpolation_counts(members: Sequence[Mapping[str, Any]], setting: str) -> dict[float, dict[str, Any]]:
@@ -139,9 +138,9 @@ def table(runs: Sequence[tuple[str, list, dict]], sigma_ref: float = SIGMA_REF) 
     first for every sigma_w > sigma_ref."""
     first_name, first_members, first_err = runs[0]
     settings = list(dict.fromkeys(m["optimizer"] for m in first_members))
-    lines = ["| setting | run | " + " | ".join("sigma_w " + _fmt(s, "g") for s in
-                                               interpolation_counts(first_members, settings[0])) + " |"]
-    lines.append("|---|---|" + "---|" * (len(lines[0].split("|")) - 4))
+    grid = sorted({float(m["sigma_w"]) for m in first_members if m["optimizer"] == settings[0]})
+    lines = ["| setting | run | " + " | ".join(f"sigma_w {s:g}" for s in grid) + " |",
+             "|---|---|" + "---|" * len(grid)]
     for setting in settings:
         for name, members, _ in runs:
             cells = [f"{c['k']}/{c['n']}, " + (_fmt(c["median_tau"], ".0f") if c["k"] else "-")
